@@ -1,0 +1,1 @@
+"""Price adapters, one module per source. Importing this package registers them all."""

@@ -1,0 +1,1 @@
+"""CLI commands, one module per resource; each exposes ``register(app)``."""

@@ -1,0 +1,102 @@
+"""What every CLI command shares: reading requests, printing answers, mapping errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+
+from optimizer.errors import InvalidInput
+from optimizer.workload import Workload
+
+if TYPE_CHECKING:
+    from pricing.store.repository import PriceStore
+
+M = TypeVar("M", bound=BaseModel)
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def invalid_from_validation(exc: ValidationError, prefix: str = "") -> InvalidInput:
+    """The first pydantic error as an ``InvalidInput`` naming the field (dotted path)."""
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body",))
+    field = ".".join(p for p in (prefix, loc) if p) or "request"
+    return InvalidInput(field, str(first.get("msg", "invalid value")))
+
+
+def parse_request(data: Any, model_cls: type[M], prefix: str = "") -> M:
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_from_validation(exc, prefix) from None
+
+
+def read_json_file(path: Path, field: str = "request") -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(field, f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+def load_request(path: Path, model_cls: type[M]) -> M:
+    """Read a request file; a bare Workload is accepted where the request wraps one."""
+    data = read_json_file(path)
+    if (
+        isinstance(data, dict)
+        and "workload" not in data
+        and "workload" in model_cls.model_fields
+        and "model" in data
+    ):
+        data = {"workload": data}
+    return parse_request(data, model_cls)
+
+
+def build_workload(**fields: Any) -> Workload:
+    """A Workload from CLI flags; flags left at None take the model's defaults."""
+    return parse_request({k: v for k, v in fields.items() if v is not None}, Workload, "workload")
+
+
+def dump(obj: BaseModel | dict[str, Any] | list[Any]) -> str:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump_json()
+    from fastapi.encoders import jsonable_encoder
+
+    return json.dumps(jsonable_encoder(obj))
+
+
+def emit(
+    obj: BaseModel | dict[str, Any],
+    as_json: bool,
+    render_table: Callable[[Any], None] | None = None,
+) -> None:
+    """Exactly one JSON document on stdout with ``--json``; otherwise a human rendering."""
+    if as_json or render_table is None:
+        sys.stdout.write(dump(obj) + "\n")
+        sys.stdout.flush()
+        return
+    render_table(obj)
+
+
+def open_store_from_settings() -> PriceStore:
+    from pricing.store.repository import open_store
+    from service.settings import get_settings
+
+    return open_store(get_settings().db_url)
+
+
+def parse_csv_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None

@@ -1,0 +1,59 @@
+"""Shared fixtures: a clean GPUCOST_* environment, the reference data, fresh stores."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO.parent / "shared" / "reference"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test sees the caller's GPUCOST_* settings or writes to the user's data dir."""
+    for key in list(os.environ):
+        if key.startswith("GPUCOST_") and key != "GPUCOST_TEST_PG_URL":
+            monkeypatch.delenv(key, raising=False)
+    data_home = tmp_path_factory.mktemp("xdg-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
+    from service.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def reference_dir() -> Path:
+    if not REFERENCE.is_dir():
+        pytest.fail(f"reference data not found at {REFERENCE}")
+    return REFERENCE
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return DATA
+
+
+@pytest.fixture
+def tmp_db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'gpucost.sqlite'}"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A PostgreSQL server URL (postgresql+psycopg://...) from GPUCOST_TEST_PG_URL.
+
+    In CI the server is required: its absence fails the test instead of skipping it.
+    """
+    url = os.environ.get("GPUCOST_TEST_PG_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("GPUCOST_TEST_PG_URL is unset in CI: .ci/run must start PostgreSQL")
+        pytest.skip("GPUCOST_TEST_PG_URL unset (run infra/postgres-ci.sh to get one)")
+    return url
