@@ -1,0 +1,147 @@
+"""Every constant the estimators use that is not a law of arithmetic, with where it comes from.
+
+Two kinds live here:
+
+* **documented** figures (bytes per parameter of a format, a kernel's behaviour, a vendor's link
+  speed), each with its public source;
+* **fitted** figures, chosen to match the published measurements in
+  ``../shared/reference/measurement_cases.jsonl`` (and ``tests/data/measurements_extra.jsonl``),
+  each naming the rows it was fitted on. Only a handful are fitted, on purpose: the accuracy test
+  holds out every source in turn (``bench/estimator_accuracy.py --loso``) to show they transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    value: float
+    unit: str
+    source: str
+    fitted_on: tuple[str, ...] = ()
+
+
+# --- memory: documented -------------------------------------------------------------------
+NF4_BYTES_PER_PARAM = Constant(
+    0.5, "B/param", "4-bit NormalFloat: 4 bits per weight (Dettmers et al. 2023, QLoRA, arXiv 2305.14314 s.3)"
+)
+NF4_CONSTANTS_BYTES_PER_PARAM = Constant(
+    4 / 64, "B/param",
+    "one fp32 absmax per 64-weight block = 0.5 bit/param (QLoRA s.3, 'Double Quantization')",
+)
+NF4_DQ_CONSTANTS_BYTES_PER_PARAM = Constant(
+    (8 / 64 + 32 / (64 * 256)) / 8, "B/param",
+    "double quantization: 8-bit block constants + one fp32 per 256 blocks = 0.127 bit/param (QLoRA s.3)",
+)
+ADAM8BIT_BYTES_PER_PARAM = Constant(
+    2.0, "B/param", "bitsandbytes 8-bit Adam: two 8-bit states (Dettmers et al. 2022, arXiv 2110.02861)"
+)
+LOGITS_FP32_BUFFERS = Constant(
+    2.0, "fp32 copies",
+    "cross-entropy keeps fp32 log-probabilities for backward and builds an fp32 gradient of the same "
+    "size (transformers ForCausalLMLoss upcasts logits with .float(); torch log_softmax saves its output)",
+)
+
+# --- memory: fitted ---
+QLORA_EXTRA_BYTES_PER_PARAM = Constant(
+    0.2, "B per quantized param",
+    "QLoRA runs peak above NF4 weights + LoRA activations by ~0.1-0.3 B per quantized weight in "
+    "published tables (bitsandbytes dequantization buffers and 16-bit copies held during "
+    "backward; the cause is not itemized by the source); fitted",
+    fitted_on=("M021", "M022", "M025", "X001", "X002", "X004", "X005", "X008"),
+)
+CUDA_CONTEXT_GB = Constant(
+    0.5, "GB",
+    "CUDA context + kernel images with lazy module loading (CUDA >= 11.7, PyTorch 2.x): 0.3-0.6 GB. "
+    "Older stacks load every kernel eagerly: 1.34 GB on a V100 (transformers model_memory_anatomy, row M019)",
+)
+FRAGMENTATION = Constant(
+    0.05, "fraction of allocator peak",
+    "PyTorch's caching allocator reserves blocks it cannot reuse exactly; nvidia-smi reads a few "
+    "percent above torch.cuda.max_memory_allocated in steady training. A prior, not fitted: the "
+    "published rows disagree on what they measure (allocator peak vs whole process), so fitting it "
+    "would only trade one source for another",
+)
+
+# --- throughput -----------------------------------------------------------------------------
+MATMUL_EFFICIENCY = Constant(
+    0.70, "fraction of dense peak",
+    "share of the datasheet dense peak large training GEMMs sustain; fitted",
+    fitted_on=("all 52 throughput rows: M010-M018, M091-M092, M100-M117, M120-M139, M140-M151",),
+)
+ACTIVATION_TRAFFIC = Constant(
+    12.0, "passes over the saved activations per step",
+    "elementwise kernels (norms, activations, dropout, softmax, residual adds) read and write each "
+    "saved activation several times in forward and backward; fitted",
+    fitted_on=("all 52 throughput rows (jointly with MATMUL_EFFICIENCY); driven by M010-M018, M120-M139",),
+)
+DISPATCH_S_PER_LAYER = Constant(
+    0.003, "s per block per micro-step",
+    "eager PyTorch launches ~100-150 kernels per block forward+backward at ~20-30 us each (autocast "
+    "adds cast kernels); fitted",
+    fitted_on=("all 52 throughput rows (jointly); driven by the micro-batch-1 rows M011, M012, M014, M018",),
+)
+MEMORY_BW_EFFICIENCY = Constant(
+    0.8, "fraction of datasheet bandwidth", "STREAM-like kernels reach ~80-90% of HBM/GDDR peak"
+)
+QLORA_DEQUANT_PASSES = Constant(
+    3.0, "weight dequantizations per step",
+    "bitsandbytes dequantizes each 4-bit weight to 16 bits for every matmul that uses it: the "
+    "forward, the activation gradient in backward (frozen W has no weight gradient) and the "
+    "recomputed forward of the usual checkpointed QLoRA recipe; the 16-bit copy is written and read",
+)
+OVERLAP_COMM = Constant(
+    0.8, "fraction of gradient/parameter traffic hidden behind compute",
+    "DDP bucketed all-reduce and FSDP/ZeRO-3 prefetch overlap communication with backward/forward",
+)
+INTER_NODE_GBS = Constant(
+    25.0, "GB/s per GPU",
+    "200 Gb/s InfiniBand per GPU (DGX A100 / p4d-class clusters); 8 GPUs per node",
+)
+PCIE_GBS = Constant(20.0, "GB/s", "PCIe 4.0 x16 all-reduce bandwidth actually reached (~20 of 32 GB/s)")
+SETUP_HOURS = Constant(
+    0.25, "h per run", "environment start, dataset tokenization and first compile (download counted apart)"
+)
+CHECKPOINT_WRITE_GBS = Constant(1.0, "GB/s", "NVMe / cloud block storage sequential write")
+DOWNLOAD_GBS = Constant(0.1, "GB/s", "model download from the Hugging Face hub (~800 Mb/s)")
+
+# --- host -----------------------------------------------------------------------------------
+RAM_FLOOR_GB = Constant(32.0, "GB", "the seeds' minimum (000/001 guides): 32 GB system RAM")
+TOKENIZE_TOKENS_PER_S_PER_CORE = Constant(
+    250_000.0, "tokens/s/core",
+    "Hugging Face fast (Rust) tokenizers: roughly 1 GB of text in ~20 s on one core "
+    "(tokenizers README: 'Takes less than 20 seconds to tokenize a GB of text'), ~4 bytes/token, "
+    "halved for collation/padding/augmentation in the dataloader",
+)
+DATALOADER_CORE_SHARE = Constant(0.75, "of cores", "the seeds: num_workers ~ 70-80% of cores")
+GPU_UTIL_WARN = Constant(0.70, "fraction", "the seeds' goal: keep GPU utilization above 70%")
+BYTES_PER_TOKEN_TEXT = Constant(4.0, "B/token", "English BPE text averages ~4 characters per token")
+DISK_READ_GBS = {
+    "nvme": Constant(2.0, "GB/s", "PCIe 3.0/4.0 NVMe sequential read (2-7 GB/s)"),
+    "sata": Constant(0.5, "GB/s", "SATA III SSD ~550 MB/s"),
+    "hdd": Constant(0.15, "GB/s", "7200 rpm HDD ~150 MB/s sequential"),
+}
+
+
+@contextmanager
+def overridden(**values: float) -> Iterator[None]:
+    """Temporarily replace fitted values (the fit and the leave-one-source-out check use it).
+    Callers that cache estimates must clear their cache around it."""
+    saved = {k: globals()[k] for k in values}
+    try:
+        for k, v in values.items():
+            globals()[k] = replace(saved[k], value=float(v))
+        yield
+    finally:
+        globals().update(saved)
+
+
+def all_constants() -> dict[str, Constant]:
+    """Every constant, for docs and the bench."""
+    out = {k: v for k, v in globals().items() if isinstance(v, Constant)}
+    out.update({f"DISK_READ_GBS[{k}]": v for k, v in DISK_READ_GBS.items()})
+    return out

@@ -1,0 +1,130 @@
+"""Host side of a training machine: RAM, CPU cores, disk, and whether the data pipeline keeps up.
+
+The seeds' balancing rules made quantitative:
+
+* RAM: at least 32 GB; loading a checkpoint briefly holds about twice its size per process;
+  the tokenized dataset is memory-mapped (page cache); each dataloader worker holds ~0.5 GB.
+* CPU: dataloader workers ~ 75% of the cores; each core tokenizes/collates a known number of
+  tokens per second, so ``cores * 0.75 * rate / tokens_per_second`` is the share of time the GPUs
+  can be fed: the predicted GPU utilization (warn below 70%).
+* Disk: raw dataset + tokenized copy + model files + two checkpoints + environment; the disk's
+  read rate against the pipeline's demand.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from optimizer import calibration as cal
+from optimizer.memory import MemoryParts
+from optimizer.models import ModelShape
+from optimizer.results import HostNeeds
+from optimizer.workload import Workload
+
+GB = 1e9
+DiskKind = Literal["nvme", "sata", "hdd"]
+WORKER_RAM_GB = 0.5
+SYSTEM_RAM_GB = 4.0  # OS, Python, CUDA host allocations
+ENVIRONMENT_DISK_GB = 30.0  # OS image, CUDA, PyTorch wheels, pip/hub caches
+TOKEN_ID_BYTES = 4  # int32 token ids in the tokenized cache (Arrow / numpy)
+
+
+@dataclass(frozen=True, slots=True)
+class HostDetail:
+    needs: HostNeeds
+    ram_parts_gb: dict[str, float]
+    disk_parts_gb: dict[str, float]
+    dataloader_workers: int
+    tokens_per_second_per_node: float
+
+
+def _dataset_tokens(w: Workload) -> float:
+    """Distinct tokens on disk (epochs re-read the same data)."""
+    return w.dataset_tokens if w.dataset_tokens is not None else w.total_tokens
+
+
+def workers_needed(tokens_per_second: float) -> int:
+    """Dataloader workers that tokenize/collate fast enough for the GPUs."""
+    return max(1, math.ceil(tokens_per_second / cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value))
+
+
+def predicted_gpu_utilization(tokens_per_second: float, cpu_cores: float) -> float:
+    """Share of time the GPUs are busy when ``cpu_cores`` feed them (1.0 = never starved)."""
+    if tokens_per_second <= 0:
+        return 1.0
+    supply = cpu_cores * cal.DATALOADER_CORE_SHARE.value * cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value
+    return min(1.0, supply / tokens_per_second)
+
+
+def disk_read_share(tokens_per_second: float, disk: DiskKind = "nvme") -> float:
+    """Share of the disk's sequential read rate the pipeline needs (raw text + token ids)."""
+    demand = tokens_per_second * (cal.BYTES_PER_TOKEN_TEXT.value + TOKEN_ID_BYTES)
+    return demand / (cal.DISK_READ_GBS[disk].value * GB)
+
+
+def host_needs(
+    shape: ModelShape,
+    w: Workload,
+    mem: MemoryParts,
+    gpu_count: int,
+    tokens_per_second: float,
+    sharding: str = "ddp",
+) -> HostDetail:
+    """RAM, cores and disk for one node (up to 8 GPUs; larger jobs repeat it per node)."""
+    gpus_node = min(gpu_count, 8)
+    tps_node = tokens_per_second * gpus_node / gpu_count
+    load_bytes = shape.params * (4.0 if w.precision == "fp32" else 2.0)
+    # Each training process materializes the checkpoint on the CPU before moving it: ~2x its size.
+    loading = 2.0 * load_bytes * gpus_node / GB
+    dataset_cache = _dataset_tokens(w) * TOKEN_ID_BYTES / GB
+    workers = max(gpus_node, workers_needed(tps_node))
+    parts = {
+        "model_loading": loading,
+        "dataset_cache": min(dataset_cache, 64.0),  # beyond this it streams from disk
+        "dataloader_workers": workers * WORKER_RAM_GB,
+        "system": SYSTEM_RAM_GB,
+    }
+    ram = max(cal.RAM_FLOOR_GB.value, sum(parts.values()))
+    cores = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
+
+    raw_gb = w.dataset_gb if w.dataset_gb is not None else _dataset_tokens(w) * cal.BYTES_PER_TOKEN_TEXT.value / GB
+    # A checkpoint holds 16-bit weights and the whole optimizer state (gathered from all shards
+    # under ZeRO / FSDP); LoRA checkpoints hold the adapters and their Adam moments.
+    sharded = gpu_count > 1 and sharding not in ("ddp", "auto")
+    ckpt_bytes = (
+        mem.trainable_params * 4.0 * 3
+        if w.method != "full"
+        else shape.params * 2.0 + mem.optimizer * (gpu_count if sharded else 1)
+    )
+    disk = {
+        "dataset_raw": raw_gb,
+        "dataset_tokenized": dataset_cache,
+        "model_files": shape.params * 2.0 / GB,
+        "checkpoints": 2 * ckpt_bytes / GB,
+        "environment": ENVIRONMENT_DISK_GB,
+    }
+    return HostDetail(
+        needs=HostNeeds(ram_gb=round(ram, 1), cpu_cores=cores, disk_gb=round(sum(disk.values()), 1)),
+        ram_parts_gb={k: round(v, 2) for k, v in parts.items()},
+        disk_parts_gb={k: round(v, 2) for k, v in disk.items()},
+        dataloader_workers=workers,
+        tokens_per_second_per_node=tps_node,
+    )
+
+
+def host_notes(detail: HostDetail, cpu_cores: float | None = None, disk: DiskKind = "nvme") -> list[str]:
+    """Warnings for a concrete host (``cpu_cores`` None: the recommended count)."""
+    notes: list[str] = []
+    cores = detail.needs.cpu_cores if cpu_cores is None else cpu_cores
+    util = predicted_gpu_utilization(detail.tokens_per_second_per_node, cores)
+    if util < cal.GPU_UTIL_WARN.value:
+        notes.append(
+            f"data pipeline: {cores:g} CPU cores feed ~{util:.0%} of the GPUs' {detail.tokens_per_second_per_node:,.0f} "
+            f"tokens/s (pre-tokenize the dataset or use >= {detail.needs.cpu_cores} cores)"
+        )
+    share = disk_read_share(detail.tokens_per_second_per_node, disk)
+    if share > 0.5:
+        notes.append(f"disk: the pipeline needs {share:.0%} of a {disk} disk's read rate; use NVMe")
+    return notes

@@ -1,0 +1,165 @@
+"""The estimator against published measurements, and the estimate() contract.
+
+Accuracy targets: on rows of kind ``measurement`` (``vram_kind`` ``peak`` for VRAM), median
+absolute error <= 15% for peak VRAM and <= 25% for throughput, VRAM error at most half the
+"weights + gradients + Adam states" baseline's; the same after refitting the fitted constants
+without each source in turn (leave-one-source-out).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from optimizer.errors import InvalidInput, UnknownGpu, UnknownModel
+from optimizer.estimate import estimate, resolve_sharding, usable_vram_gb
+from optimizer.gpus import gpu_spec
+from optimizer.workload import Workload
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _bench() -> ModuleType:
+    path = REPO / "bench" / "estimator_accuracy.py"
+    spec = importlib.util.spec_from_file_location("estimator_accuracy", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("estimator_accuracy", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return _bench()
+
+
+@pytest.fixture(scope="module")
+def cases(bench: ModuleType) -> list:
+    files = (REPO.parent / "shared" / "reference" / "measurement_cases.jsonl", REPO / "tests" / "data" / "measurements_extra.jsonl")
+    if not files[0].exists():
+        pytest.skip("reference measurements not available")
+    rows = bench.load_cases(files)
+    assert len(rows) >= 60
+    return rows
+
+
+def _errors(bench: ModuleType, cases: list) -> tuple[list[float], list[float], list[float]]:
+    from optimizer.memory import baseline_states_gb
+    from optimizer.models import resolve_model
+
+    v, vb, t = [], [], []
+    for c in bench.vram_cases(cases):
+        e = estimate(c.workload, c.gpu, c.gpu_count)
+        v.append(bench.pct(e.memory_gb.total_per_gpu, c.vram_gb))
+        vb.append(bench.pct(baseline_states_gb(resolve_model(c.workload.model), c.workload), c.vram_gb))
+    for c in bench.tput_cases(cases):
+        t.append(bench.pct(estimate(c.workload, c.gpu, c.gpu_count).tokens_per_second, c.tokens_per_second))
+    return v, vb, t
+
+
+def test_accuracy_targets(bench: ModuleType, cases: list) -> None:
+    v, vb, t = _errors(bench, cases)
+    assert len(v) >= 20 and len(t) >= 40
+    v_med, _ = bench.summary(v)
+    vb_med, _ = bench.summary(vb)
+    t_med, _ = bench.summary(t)
+    assert v_med <= 15.0, v_med
+    assert v_med <= 0.5 * vb_med, (v_med, vb_med)
+    assert t_med <= 25.0, t_med
+
+
+def test_accuracy_holds_on_reference_rows_alone(bench: ModuleType, cases: list) -> None:
+    reference = [c for c in cases if not c.id.startswith("X")]
+    v, _, t = _errors(bench, reference)
+    assert bench.summary(v)[0] <= 15.0
+    assert bench.summary(t)[0] <= 25.0
+
+
+def test_accuracy_holds_leaving_each_source_out(bench: ModuleType, cases: list) -> None:
+    v_err, t_err, _ = bench.loso(cases)
+    assert bench.summary(v_err)[0] <= 15.0
+    assert bench.summary(t_err)[0] <= 25.0
+
+
+def test_fit_boundaries_fit(cases: list) -> None:
+    import json
+
+    path = REPO.parent / "shared" / "reference" / "measurement_cases.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    bounds = [r for r in rows if r["kind"] == "measurement" and r["vram_kind"] == "fit_boundary"]
+    assert bounds
+    for r in bounds:
+        req = r["request"]
+        est = estimate(Workload.model_validate(req["workload"]), req["gpu"], req["gpu_count"])
+        # The largest setting that ran on that card must be predicted to fit it.
+        assert est.fits, (r["id"], est.memory_gb.total_per_gpu)
+
+
+# --- estimate() contract -------------------------------------------------------------------
+
+
+def test_contract_shape() -> None:
+    w = Workload(model="llama-3-8b", method="qlora", micro_batch_size=4, seq_len=2048,
+                 gradient_checkpointing=True, tokens=1e8)
+    est = estimate(w, "A100-80GB", 1)
+    body = est.model_dump()
+    assert body["params"] == 8_030_261_248
+    assert {"weights", "gradients", "optimizer", "activations", "overhead", "total_per_gpu"} == set(body["memory_gb"])
+    parts = est.memory_gb
+    assert parts.total_per_gpu == pytest.approx(
+        parts.weights + parts.gradients + parts.optimizer + parts.activations + parts.overhead, abs=0.01
+    )
+    assert est.gpu_vram_gb == 80.0 and est.fits and est.sharding == "ddp"
+    assert est.train_flops > 0 and est.tokens_per_second > 0 and 0 < est.mfu < 1 and est.hours > 0
+    assert est.host.ram_gb >= 32 and est.host.cpu_cores >= 1 and est.host.disk_gb > 0
+
+
+def test_auto_sharding_picks_lightest_that_fits() -> None:
+    assert resolve_sharding("auto", 1) == ["ddp"]
+    assert resolve_sharding("auto", 4) == ["ddp", "zero2", "zero3"]
+    assert resolve_sharding("zero3", 4) == ["zero3"]
+    small = Workload(model="qwen2.5-0.5b", method="full", micro_batch_size=1, seq_len=512)
+    assert estimate(small, "A100-80GB", 4).sharding == "ddp"
+    big = Workload(model="llama-2-7b", method="full", micro_batch_size=1, seq_len=512, gradient_checkpointing=True)
+    picked = estimate(big, "A100-80GB", 8)
+    assert picked.sharding == "zero2" and picked.fits
+    assert estimate(big, "A100-80GB", 8, "ddp").fits is False
+    assert estimate(big, "A100-80GB", 1).sharding == "ddp"
+
+
+def test_more_ddp_gpus_do_not_fix_vram() -> None:
+    w = Workload(model="llama-2-7b", method="full", micro_batch_size=1, seq_len=512)
+    one = estimate(w, "RTX4090", 1, "ddp")
+    four = estimate(w, "RTX4090", 4, "ddp")
+    assert four.memory_gb.total_per_gpu == pytest.approx(one.memory_gb.total_per_gpu, rel=0.01)
+    assert not four.fits and any("DDP" in n for n in four.notes)
+
+
+def test_fits_against_nominal_size_with_binary_headroom() -> None:
+    assert usable_vram_gb(gpu_spec("RTX4090")) == 24.0
+    est = estimate(Workload(model="gpt2"), "RTX4090")
+    assert est.details["physical_vram_gb"] == pytest.approx(25.77, abs=0.01)
+    assert est.fits == (est.memory_gb.total_per_gpu <= est.gpu_vram_gb)
+
+
+def test_bad_input() -> None:
+    with pytest.raises(UnknownGpu):
+        estimate(Workload(model="gpt2"), "RTX9999")
+    with pytest.raises(UnknownModel):
+        estimate(Workload(model="gtp2"), "A100")
+    with pytest.raises(InvalidInput):
+        estimate(Workload(model="gpt2"), "A100", 0)
+
+
+def test_results_are_memoized_and_isolated() -> None:
+    w = Workload(model="gpt2", micro_batch_size=8, seq_len=256)
+    first = estimate(w, "A10G")
+    first.notes.append("changed by a caller")
+    again = estimate(w, "A10G")
+    assert "changed by a caller" not in again.notes
+    assert again == estimate(Workload(model="gpt2", micro_batch_size=8, seq_len=256), "a10g")

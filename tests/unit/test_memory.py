@@ -1,0 +1,115 @@
+"""Memory per GPU: bytes per parameter, sharding, Korthikanti activations, logits, overhead."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.gpus import gpu_spec
+from optimizer.memory import GB, layer_bytes_per_token, memory_parts
+from optimizer.models import resolve_model
+from optimizer.workload import ModelDims, Workload
+
+
+def _w(**kw: object) -> Workload:
+    base: dict[str, object] = {"model": "llama-2-7b", "micro_batch_size": 1, "seq_len": 512}
+    base.update(kw)
+    return Workload.model_validate(base)
+
+
+def _states_gb(w: Workload, n: int = 1, sharding: str = "ddp") -> float:
+    mem = memory_parts(resolve_model(w.model), w, gpu_spec("A100-80GB"), n, sharding)
+    return (mem.weights + mem.gradients + mem.optimizer) / GB
+
+
+@pytest.mark.parametrize(
+    ("sharding", "expected_gb"),
+    # ZeRO paper (Rajbhandari et al. 2019) Figure 1: 7.5B model, 64 GPUs, mixed-precision Adam,
+    # model states only: baseline 120 GB; P_os 31.4; P_os+g 16.6; P_os+g+p 1.9.
+    [("zero1", 31.4), ("zero2", 16.6), ("zero3", 1.9)],
+)
+def test_zero_paper_model_states(sharding: str, expected_gb: float) -> None:
+    w = _w(model=ModelDims(params_b=7.5), precision="fp16")
+    assert _states_gb(w, 64, sharding) == pytest.approx(expected_gb, rel=0.02)
+
+
+def test_mixed_precision_sharded_is_16_bytes_per_param() -> None:
+    w = _w(model=ModelDims(params_b=7.5), precision="bf16")
+    # Unsharded equivalent: 2 (weights) + 2 (grads) + 12 (fp32 master + m + v) bytes per parameter.
+    zero3_one_gpu_share = _states_gb(w, 8, "zero3") * 8
+    assert zero3_one_gpu_share == pytest.approx(7.5 * 16, rel=1e-6)
+
+
+def test_single_gpu_amp_and_pure_bf16_bytes() -> None:
+    shape = resolve_model("llama-2-7b")
+    n = shape.params
+    amp = memory_parts(shape, _w(precision="bf16"), None, 1, "ddp")
+    # torch AMP: fp32 weights + fp32 grads + two fp32 Adam states, plus 16-bit casts of matmul weights.
+    assert amp.weights == 4 * n + 2 * shape.matmul_params
+    assert amp.gradients == 4 * n and amp.optimizer == 8 * n
+    pure = memory_parts(shape, _w(precision="bf16-true"), None, 1, "ddp")
+    assert (pure.weights, pure.gradients, pure.optimizer) == (2 * n, 2 * n, 4 * n)
+    adam8 = memory_parts(shape, _w(precision="bf16-true", optimizer="adamw_8bit"), None, 1, "ddp")
+    assert adam8.optimizer == 2 * n
+
+
+def test_lora_and_qlora_weights() -> None:
+    shape = resolve_model("llama-2-7b")
+    lora = memory_parts(shape, _w(method="lora"), None, 1, "ddp")
+    qlora = memory_parts(shape, _w(method="qlora"), None, 1, "ddp")
+    # Frozen bf16 base (13.48 GB) + fp32 adapters.
+    assert lora.weights == shape.params * 2 + lora.trainable_params * 4
+    assert shape.params * 2 / GB == pytest.approx(13.48, abs=0.01)
+    # NF4: 0.5 B/param + 0.127 bit/param of double-quantized constants on the block linears;
+    # embeddings, LM head and norms stay in 16 bits.
+    quant = shape.linear_layer_params
+    expected = quant * (0.5 + 0.127 / 8) + (shape.params - quant) * 2
+    assert qlora.weights - lora.trainable_params * 4 == pytest.approx(expected, rel=1e-3)
+    assert 3.5 < qlora.weights / GB < 4.2
+    assert lora.optimizer == 8 * lora.trainable_params
+
+
+def test_korthikanti_formula_reproduced() -> None:
+    """GPT-style block (MHA, 4h MLP, dropout) in 16 bits without fused attention:
+    Korthikanti et al. 2022 eq. (1): s*b*h*(34 + 5*a*s/h) bytes per layer."""
+    shape = resolve_model("gpt2-medium")
+    s, b = 1024, 4
+    w = _w(model="gpt2-medium", precision="bf16-true", seq_len=s, micro_batch_size=b, flash_attention=False)
+    per_layer = s * b * layer_bytes_per_token(shape, w, False, 2.0, s)
+    h, a = shape.hidden, shape.heads
+    assert per_layer == s * b * h * (34 + 5 * a * s / h)
+    fused = s * b * layer_bytes_per_token(shape, w, True, 2.0, s)
+    assert fused == s * b * h * 34
+
+
+def test_flash_attention_only_on_ampere_and_newer() -> None:
+    shape = resolve_model("bert-base")
+    w = _w(model="bert-base", seq_len=512, micro_batch_size=16)
+    assert memory_parts(shape, w, gpu_spec("A100"), 1, "ddp").flash_attention
+    assert not memory_parts(shape, w, gpu_spec("V100"), 1, "ddp").flash_attention
+    assert not memory_parts(shape, w.model_copy(update={"flash_attention": False}), gpu_spec("A100"), 1, "ddp").flash_attention
+
+
+def test_checkpointing_keeps_block_inputs() -> None:
+    shape = resolve_model("llama-2-7b")
+    w = _w(method="lora", seq_len=2048, micro_batch_size=2, gradient_checkpointing=True)
+    mem = memory_parts(shape, w, None, 1, "ddp")
+    tokens = 2 * 2048
+    block_inputs = shape.layers * tokens * shape.hidden * 2
+    assert mem.activations == pytest.approx(block_inputs + tokens * shape.hidden * 4, rel=1e-9)
+
+
+def test_logits_grow_with_vocab() -> None:
+    w8 = _w(model="llama-3-8b", method="lora", seq_len=2048, micro_batch_size=4)
+    mem = memory_parts(resolve_model("llama-3-8b"), w8, None, 1, "ddp")
+    # 4 x 2048 tokens x 128,256 vocab: bf16 logits + two fp32 buffers = 10 bytes per element.
+    assert mem.logits == 4 * 2048 * 128256 * 10
+    assert mem.logits / GB > 10  # the 128k vocabulary alone needs more than 10 GB here
+    enc = memory_parts(resolve_model("bert-base"), _w(model="bert-base"), None, 1, "ddp")
+    assert enc.logits == 0  # encoders are fine-tuned with task heads
+
+
+def test_overhead_is_context_plus_fragmentation() -> None:
+    mem = memory_parts(resolve_model("gpt2"), _w(model="gpt2"), None, 1, "ddp")
+    assert mem.context == pytest.approx(0.5 * GB)
+    assert mem.fragmentation == pytest.approx(0.05 * mem.allocated_peak)
+    assert mem.total == pytest.approx(mem.allocated_peak + mem.overhead)
