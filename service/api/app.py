@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
+from pricing.refresh import RefreshBusy
 from service.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -34,8 +35,12 @@ ROUTE_MODULES = (
 )
 
 
+_LOC_ROOTS = ("body", "query", "path", "header")
+
+
 def _field_loc(field: str) -> list[str | int]:
-    return ["body", *[int(p) if p.isdigit() else p for p in field.split(".") if p]]
+    parts: list[str | int] = [int(p) if p.isdigit() else p for p in field.split(".") if p]
+    return parts if parts and parts[0] in _LOC_ROOTS else ["body", *parts]
 
 
 def _invalid(detail: list[dict[str, Any]]) -> JSONResponse:
@@ -63,6 +68,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProviderError)
     async def _provider(_: Request, exc: ProviderError) -> JSONResponse:
         return JSONResponse(status_code=502, content={"detail": str(exc), "provider": exc.provider})
+
+    @app.exception_handler(RefreshBusy)
+    async def _busy(_: Request, exc: RefreshBusy) -> JSONResponse:
+        return JSONResponse(status_code=409, content={"detail": str(exc)})
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSONResponse:

@@ -1,0 +1,165 @@
+"""Tables of the price store.
+
+A *snapshot* is one provider's full price list as fetched at one time; its rows hang off it.
+Exactly one snapshot per provider is current (a partial unique index says so), so swapping in a
+new price list is an insert plus a flip of ``is_current`` inside one transaction, and every older
+snapshot stays behind as history.
+
+The schema here and ``migrations/versions`` must agree; a test compares them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every back end.
+
+    SQLite keeps no offset and hands back naive values; PostgreSQL keeps one. Storing UTC and
+    re-attaching it on the way out makes ``as_of`` comparable whichever store answered.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store keeps timezone-aware UTC times")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# Stable constraint names, so migrations can refer to them on both back ends.
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class SnapshotRow(Base):
+    __tablename__ = "snapshots"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    provider: Mapped[str] = mapped_column(String(64), nullable=False)
+    fetched_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    as_of: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    row_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    is_current: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+
+    __table_args__ = (
+        Index("ix_snapshots_provider_fetched_at", "provider", "fetched_at"),
+        # At most one current snapshot per provider: a second concurrent swap fails loudly.
+        Index(
+            "uq_snapshots_current_provider",
+            "provider",
+            unique=True,
+            sqlite_where=text("is_current"),
+            postgresql_where=text("is_current"),
+        ),
+    )
+
+
+class OfferRow(Base):
+    __tablename__ = "offers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    snapshot_id: Mapped[int] = mapped_column(
+        ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    provider: Mapped[str] = mapped_column(String(64), nullable=False)
+    region: Mapped[str] = mapped_column(String(128), nullable=False)
+    zone: Mapped[str | None] = mapped_column(String(128))
+    instance_type: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
+    gpu: Mapped[str] = mapped_column(String(64), nullable=False)
+    gpu_count: Mapped[float] = mapped_column(Float, nullable=False)
+    gpu_vram_gb: Mapped[float] = mapped_column(Float, nullable=False)
+    vcpus: Mapped[float | None] = mapped_column(Float)
+    ram_gb: Mapped[float | None] = mapped_column(Float)
+    price_hour: Mapped[float | None] = mapped_column(Float)
+    spot_price_hour: Mapped[float | None] = mapped_column(Float)
+    currency: Mapped[str] = mapped_column(String(8), nullable=False)
+    price_hour_native: Mapped[float | None] = mapped_column(Float)
+    spot_price_hour_native: Mapped[float | None] = mapped_column(Float)
+    billing_increment_s: Mapped[int] = mapped_column(Integer, nullable=False)
+    min_billing_s: Mapped[int] = mapped_column(Integer, nullable=False)
+    interconnect: Mapped[str | None] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    as_of: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+
+
+class LocalBuildRow(Base):
+    __tablename__ = "local_builds"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    snapshot_id: Mapped[int] = mapped_column(
+        ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    build_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    gpu: Mapped[str] = mapped_column(String(64), nullable=False)
+    gpu_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    price_usd: Mapped[float] = mapped_column(Float, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    as_of: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    # The build's remaining fields and its bill of materials, as LocalBuild dumps them.
+    attrs: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    parts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, nullable=False)
+
+
+class ProviderStatusRow(Base):
+    __tablename__ = "provider_status"
+
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_attempt: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_success: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class LeaseRow(Base):
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+
+
+class StoreMetaRow(Base):
+    """Small facts about the store itself, e.g. that the bundled snapshot was loaded once."""
+
+    __tablename__ = "store_meta"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(String(500), nullable=False)

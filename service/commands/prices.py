@@ -1,0 +1,221 @@
+"""``gpucost offers`` and ``gpucost prices refresh|status|history|import``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from optimizer.errors import InvalidInput
+from service.commands._common import console, emit, err_console, open_store_from_settings, parse_csv_list
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document")]
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"${v:,.4f}"
+
+
+def _offers_table(doc: dict[str, Any]) -> None:
+    offers = doc["offers"]
+    if not offers:
+        console.print("no matching offers")
+        return
+    table = Table(title=f"{len(offers)} offers, cheapest first")
+    for col in ("provider", "region", "instance type", "GPUs", "$/h", "spot $/h", "as of"):
+        table.add_column(col, justify="right" if "$" in col else "left", no_wrap=col in {"GPUs", "$/h"})
+    for o in offers:
+        where = f"{o['region']}/{o['zone']}" if o["zone"] else o["region"]
+        table.add_row(
+            o["provider"], where, o["instance_type"], f"{o['gpu_count']:g}x {o['gpu']}",
+            _money(o["price_hour"]), _money(o["spot_price_hour"]), str(o["as_of"])[:10],
+        )
+    console.print(table)
+
+
+def _status_table(doc: dict[str, Any]) -> None:
+    table = Table(title="Price freshness per provider")
+    for col in ("provider", "rows", "as of", "age h", "last attempt", "last error", "stale"):
+        table.add_column(col)
+    for p in doc["providers"]:
+        table.add_row(
+            p["provider"], str(p["rows"]), str(p["as_of"] or "-")[:19],
+            "-" if p["age_hours"] is None else f"{p['age_hours']:.1f}",
+            str(p["last_attempt"] or "-")[:19], p["last_error"] or "",
+            "[red]stale[/red]" if p["stale"] else "[green]fresh[/green]",
+        )
+    console.print(table)
+
+
+def _history_table(doc: dict[str, Any]) -> None:
+    points = doc["points"]
+    table = Table(title=f"Price history of {doc['instance_type']}")
+    for col in ("fetched", "as of", "provider", "region", "zone", "$/h", "spot $/h", "current", "source"):
+        table.add_column(col)
+    for p in points:
+        table.add_row(
+            str(p["fetched_at"])[:19], str(p["as_of"])[:19], p["provider"], p["region"], p["zone"] or "",
+            _money(p["price_hour"]), _money(p["spot_price_hour"]), "yes" if p["is_current"] else "",
+            p["source"],
+        )
+    console.print(table)
+
+
+def _results_table(doc: dict[str, Any]) -> None:
+    table = Table(title="Refresh")
+    for col in ("provider", "status", "rows", "before", "attempts", "seconds", "error / note"):
+        table.add_column(col)
+    colour = {"updated": "green", "unchanged": "cyan", "skipped": "yellow", "failed": "red"}
+    for r in doc["results"]:
+        table.add_row(
+            r["provider"], f"[{colour[r['status']]}]{r['status']}[/]", str(r["rows"]),
+            "-" if r["previous_rows"] is None else str(r["previous_rows"]), str(r["attempts"]),
+            f"{r['seconds']:.2f}", r["error"] or r["note"] or "",
+        )
+    console.print(table)
+
+
+def _import_table(doc: dict[str, Any]) -> None:
+    table = Table(title=f"Imported {doc['format']} catalog: {doc['total_rows']} offers")
+    for col in ("provider", "rows", "before", "status", "snapshot"):
+        table.add_column(col)
+    for r in doc["imported"]:
+        table.add_row(
+            r["provider"], str(r["rows"]), "-" if r["previous_rows"] is None else str(r["previous_rows"]),
+            r["status"], str(r["snapshot"]),
+        )
+    console.print(table)
+
+
+class _Bars:
+    """rich progress bars on stderr, one per provider, advanced stage by stage."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, provider: str, stage: str) -> None:
+        from pricing.refresh import STAGES
+
+        if provider not in self.tasks:
+            self.tasks[provider] = self.progress.add_task(provider, total=len(STAGES), stage="starting")
+        task = self.tasks[provider]
+        if stage in STAGES:
+            self.progress.update(task, completed=STAGES.index(stage), stage=stage)
+        elif stage in ("done", "skipped", "failed"):
+            self.progress.update(task, completed=len(STAGES), stage=stage)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def offers(
+        gpu: Annotated[str | None, typer.Option(help="GPU name or alias, e.g. A100")] = None,
+        count: Annotated[float | None, typer.Option("--count", help="GPUs per instance")] = None,
+        provider: Annotated[str | None, typer.Option(help="comma-separated, e.g. aws,gcp")] = None,
+        region: Annotated[str | None, typer.Option(help="comma-separated regions")] = None,
+        spot: Annotated[bool, typer.Option("--spot", help="rank by spot price")] = False,
+        max_hourly: Annotated[float | None, typer.Option(min=0, help="USD per instance-hour")] = None,
+        limit: Annotated[int | None, typer.Option(min=1)] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List offers, cheapest first."""
+        if count is not None and count <= 0:
+            raise InvalidInput("count", "must be > 0")
+        store = open_store_from_settings()
+        rows = store.offers(
+            gpu=gpu, gpu_count=count, providers=parse_csv_list(provider), regions=parse_csv_list(region),
+            spot=spot, max_hourly=max_hourly, limit=limit,
+        )
+        from service.schemas import OffersResponse
+
+        doc = OffersResponse(offers=rows)
+        emit(doc, as_json, lambda d: _offers_table(d.model_dump(mode="json")))
+
+    prices = typer.Typer(help="Refresh, inspect and import prices.", no_args_is_help=True)
+    app.add_typer(prices, name="prices")
+
+    @prices.command("refresh")
+    def refresh_cmd(
+        provider: Annotated[str | None, typer.Option(help="comma-separated sources; default all")] = None,
+        force: Annotated[bool, typer.Option("--force", help="accept a >50% drop in rows")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Fetch prices from the providers' APIs (for cron or a Kubernetes CronJob)."""
+        from pricing.refresh import refresh_exclusive
+        from service.api.routes.prices import RefreshResponse
+        from service.settings import get_settings
+
+        store = open_store_from_settings()
+        settings = get_settings().source_settings()
+        columns = (
+            TextColumn("{task.description:<10}"), BarColumn(), TextColumn("{task.fields[stage]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=err_console, transient=as_json) as bars:
+            results = refresh_exclusive(
+                store, settings, providers=parse_csv_list(provider), force=force, progress=_Bars(bars)
+            )
+        emit(RefreshResponse(results=results), as_json, lambda d: _results_table(d.model_dump(mode="json")))
+        if any(r.status == "failed" for r in results):
+            raise typer.Exit(1)
+
+    @prices.command("status")
+    def status_cmd(as_json: JsonOpt = False) -> None:
+        """Rows, as-of date, last attempt and error, and staleness per provider."""
+        from service.schemas import PricesStatus
+        from service.settings import get_settings
+
+        store = open_store_from_settings()
+        doc = PricesStatus(providers=store.status(get_settings().stale_after_days))
+        emit(doc, as_json, lambda d: _status_table(d.model_dump(mode="json")))
+
+    @prices.command("history")
+    def history_cmd(
+        instance: Annotated[str, typer.Option("--instance", help="instance type, e.g. p4d.24xlarge")],
+        region: Annotated[str | None, typer.Option(help="e.g. us-east-1")] = None,
+        provider: Annotated[str | None, typer.Option(help="e.g. aws")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Every recorded price of one instance type, oldest first."""
+        from service.api.routes.prices import history_response
+
+        doc = history_response(open_store_from_settings(), instance, region, provider)
+        emit(doc, as_json, lambda d: _history_table(d.model_dump(mode="json")))
+
+    @prices.command("import")
+    def import_cmd(
+        path: Annotated[Path, typer.Argument(help="a vms.csv, or a folder of <cloud>/vms.csv")],
+        fmt: Annotated[str, typer.Option("--format", help="catalog format: skypilot")] = "skypilot",
+        force: Annotated[bool, typer.Option("--force", help="accept a >50% drop in rows")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Load a price catalog file; each cloud in it becomes that provider's current prices."""
+        if fmt != "skypilot":
+            raise InvalidInput("format", f"unsupported catalog format {fmt!r}; supported: skypilot")
+        if not path.exists():
+            raise InvalidInput("path", f"{path} does not exist")
+        from pricing.adapters.skypilot_csv import load_skypilot
+        from pricing.refresh import store_rows
+
+        rows = load_skypilot(path)
+        store = open_store_from_settings()
+        infos = store_rows(store, "skypilot", rows, fetched_at=datetime.now(UTC), force=force)
+        for info in infos:
+            store.record_attempt(info.provider, None)
+        doc = {
+            "format": fmt,
+            "path": str(path),
+            "total_rows": sum(i.row_count for i in infos),
+            "imported": [
+                {
+                    "provider": i.provider, "rows": i.row_count, "previous_rows": i.previous_rows,
+                    "status": "updated" if i.changed else "unchanged", "snapshot": i.id, "source": i.source,
+                }
+                for i in infos
+            ],
+        }
+        emit(doc, as_json, _import_table)
