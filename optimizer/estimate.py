@@ -6,7 +6,6 @@ so results are memoized on ``Workload.cache_key()``.
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 from optimizer.errors import InvalidInput
 from optimizer.gpus import GpuSpec, canonical_gpu, gpu_spec
@@ -45,7 +44,7 @@ def _round(x: float, nd: int = 3) -> float:
 
 
 def _memory_gb(mem: MemoryParts) -> MemoryBreakdown:
-    return MemoryBreakdown(
+    return MemoryBreakdown.model_construct(
         weights=_round(mem.weights / GB),
         gradients=_round(mem.gradients / GB),
         optimizer=_round(mem.optimizer / GB),
@@ -82,7 +81,9 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         notes.append("QLoRA computes in 16 bits; fp32 precision only changes adapter and activation sizes")
     notes.extend(host_notes(host))
 
-    return Estimate(
+    # model_construct: every value here is already of its field's type, and this runs hundreds of
+    # times per quote.
+    return Estimate.model_construct(
         params=shape.params,
         trainable_params=mem.trainable_params,
         memory_gb=_memory_gb(mem),
@@ -96,7 +97,7 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         mfu=_round(tp.mfu, 4),
         hours=_round(hours, 4),
         host=host.needs,
-        notes=notes,
+        notes=tuple(notes),
         details={
             "model": shape.public(),
             "usable_vram_gb": _round(usable),
@@ -128,9 +129,21 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
     )
 
 
-@lru_cache(maxsize=65536)
-def _estimate_cached(key: str, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
-    w = Workload.model_validate_json(key)
+_CACHE: dict[tuple[str, str, int, str], Estimate] = {}
+_CACHE_MAX = 65536
+
+
+def _estimate_cached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
+    key = (w.cache_key(), gpu_name, gpu_count, sharding)
+    hit = _CACHE.get(key)
+    if hit is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        hit = _CACHE[key] = _estimate_uncached(w, gpu_name, gpu_count, sharding)
+    return hit
+
+
+def _estimate_uncached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
     shape = resolve_model(w.model)
     gpu = gpu_spec(gpu_name)
     schemes = resolve_sharding(sharding, gpu_count)
@@ -163,13 +176,13 @@ def estimate(workload: Workload, gpu: str, gpu_count: int = 1, sharding: str | N
     # Resolve names first so bad input fails with the right field before the cache.
     resolve_model(workload.model)
     canon = canonical_gpu(gpu)
-    # A returned Estimate is shared by the cache: hand out a copy callers may modify.
-    return _estimate_cached(workload.cache_key(), canon, gpu_count, scheme).model_copy(deep=True)
+    # Estimates are frozen models shared through the cache; nothing copies them.
+    return _estimate_cached(workload, canon, gpu_count, scheme)
 
 
 def clear_cache() -> None:
     """Forget memoized estimates (after calibration constants change)."""
-    _estimate_cached.cache_clear()
+    _CACHE.clear()
 
 
 def choose_sharding(workload: Workload, gpu: str, gpu_count: int) -> str:

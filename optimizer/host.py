@@ -2,7 +2,7 @@
 
 The seeds' balancing rules made quantitative:
 
-* RAM: at least 32 GB; loading a checkpoint briefly holds about twice its size per process;
+* RAM: at least 32 GB; loading a checkpoint briefly holds about its size per process;
   the tokenized dataset is memory-mapped (page cache); each dataloader worker holds ~0.5 GB.
 * CPU: dataloader workers ~ 75% of the cores; each core tokenizes/collates a known number of
   tokens per second, so ``cores * 0.75 * rate / tokens_per_second`` is the share of time the GPUs
@@ -76,8 +76,10 @@ def host_needs(
     gpus_node = min(gpu_count, 8)
     tps_node = tokens_per_second * gpus_node / gpu_count
     load_bytes = shape.params * (4.0 if w.precision == "fp32" else 2.0)
-    # Each training process materializes the checkpoint on the CPU before moving it: ~2x its size.
-    loading = 2.0 * load_bytes * gpus_node / GB
+    # Sharded safetensors checkpoints are memory-mapped and moved to the GPU tensor by tensor
+    # (transformers' low_cpu_mem_usage path, the default with accelerate), so each process holds
+    # about one copy of the checkpoint in RAM while loading, not the two of a torch.load round trip.
+    loading = 1.0 * load_bytes * gpus_node / GB
     dataset_cache = _dataset_tokens(w) * TOKEN_ID_BYTES / GB
     workers = max(gpus_node, workers_needed(tps_node))
     parts = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -45,18 +45,16 @@ class ModelShape:
     decoder_layers: int = 0
     dropout: bool = False  # hidden/attention dropout active in training (BERT-era models)
     source: str = ""
+    # Derived widths, fixed at construction: the estimator reads them thousands of times a quote.
+    attn_head_dim: int = field(init=False, repr=False, compare=False)
+    q_dim: int = field(init=False, repr=False, compare=False)
+    kv_dim: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def attn_head_dim(self) -> int:
-        return self.head_dim or self.hidden // self.heads
-
-    @property
-    def q_dim(self) -> int:
-        return self.heads * self.attn_head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.kv_heads * self.attn_head_dim
+    def __post_init__(self) -> None:
+        head = self.head_dim or self.hidden // self.heads
+        object.__setattr__(self, "attn_head_dim", head)
+        object.__setattr__(self, "q_dim", self.heads * head)
+        object.__setattr__(self, "kv_dim", self.kv_heads * head)
 
     @property
     def embedding_params(self) -> int:

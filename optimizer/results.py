@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class MemoryBreakdown(BaseModel):
+    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+
     weights: float
     gradients: float
     optimizer: float
@@ -18,12 +20,16 @@ class MemoryBreakdown(BaseModel):
 
 
 class HostNeeds(BaseModel):
+    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+
     ram_gb: float
     cpu_cores: int
     disk_gb: float
 
 
 class Estimate(BaseModel):
+    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+
     params: int
     trainable_params: int
     memory_gb: MemoryBreakdown
@@ -37,7 +43,7 @@ class Estimate(BaseModel):
     mfu: float
     hours: float
     host: HostNeeds
-    notes: list[str] = Field(default_factory=list)
+    notes: tuple[str, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
 
 

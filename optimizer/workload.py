@@ -6,6 +6,8 @@ Pure value objects. The model may be a preset name, explicit dimensions, or a Hu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -47,7 +49,8 @@ ModelSpec = str | ModelDims | HfConfigSpec
 
 
 class Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Frozen: estimates are memoised on the workload's content, so it must not change under them.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: ModelSpec
     method: Method = "full"
@@ -100,8 +103,19 @@ class Workload(BaseModel):
     def effective_sharding(self) -> Sharding:
         return self.sharding
 
-    def cache_key(self) -> str:
+    @cached_property
+    def _key(self) -> str:
         return self.model_dump_json()
+
+    def cache_key(self) -> str:
+        """The workload's content as a string, computed once per object (it is frozen)."""
+        return self._key
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Workload:
+        copied = super().model_copy(update=update, deep=deep)
+        # The copy inherits the memoised key with the rest of __dict__; it may no longer match.
+        copied.__dict__.pop("_key", None)
+        return copied
 
 
 class Constraints(BaseModel):

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound=BaseModel)
 
-console = Console()
+# Piped or captured output gets a width that keeps the quote tables readable (rich's default is 80).
+_WIDTH = None if sys.stdout.isatty() else 150
+console = Console(width=_WIDTH)
 err_console = Console(stderr=True)
 
 

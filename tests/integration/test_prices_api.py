@@ -98,7 +98,7 @@ def test_refresh_while_another_runs_is_refused(client: TestClient, tmp_db_url: s
     other = open_store(tmp_db_url)
     assert other.try_lease("refresh", "another-replica", ttl_s=60)
     r = client.post("/v1/prices/refresh", headers=AUTH, json={"providers": []})
-    assert r.status_code == 503 and "another-replica" in r.json()["detail"]
+    assert r.status_code == 409 and "another-replica" in r.json()["detail"]
     other.close()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from pydantic import ValidationError
 
 from optimizer.errors import InvalidInput, UnknownGpu, UnknownModel
 from optimizer.estimate import estimate, resolve_sharding, usable_vram_gb
@@ -156,10 +157,18 @@ def test_bad_input() -> None:
         estimate(Workload(model="gpt2"), "A100", 0)
 
 
-def test_results_are_memoized_and_isolated() -> None:
+def test_results_are_memoized_and_frozen() -> None:
     w = Workload(model="gpt2", micro_batch_size=8, seq_len=256)
     first = estimate(w, "A10G")
-    first.notes.append("changed by a caller")
-    again = estimate(w, "A10G")
-    assert "changed by a caller" not in again.notes
-    assert again == estimate(Workload(model="gpt2", micro_batch_size=8, seq_len=256), "a10g")
+    with pytest.raises(ValidationError):
+        first.hours = 0.0  # shared through the cache, so callers cannot change it
+    assert isinstance(first.notes, tuple)
+    assert estimate(w, "A10G") is first
+    assert first == estimate(Workload(model="gpt2", micro_batch_size=8, seq_len=256), "a10g")
+
+
+def test_a_changed_copy_of_a_workload_is_estimated_afresh() -> None:
+    w = Workload(model="gpt2", micro_batch_size=8, seq_len=256)
+    base = estimate(w, "A10G")
+    bigger = estimate(w.model_copy(update={"micro_batch_size": 32}), "A10G")
+    assert bigger.memory_gb.activations > base.memory_gb.activations

@@ -1,0 +1,170 @@
+"""The portfolio model: a year of jobs, machines to buy and when, and where each run goes.
+
+Sets and data (names as in the code)::
+
+    J, M          jobs j and months m = 0 .. |M|-1
+    O[j]          rental options of job j (already meeting its deadline), indexed o
+    K             local builds k;  K[j] the builds job j can run on
+    R[j][m]       runs of job j due in month m (integers)
+    c[j][o]       cost of one run of j on rental o, USD;  g[j][o] its GPUs;  P(j, o) its provider
+    h[j][o]       wall hours of one run of j on rental o
+    t[j][k]       hours of one run of j on one unit of build k;  e[j][k] its energy cost, USD
+    F[k][m]       price of a unit of k bought in month m minus its resale value at the horizon, USD
+    Pk[k]         purchase price of a unit of k, USD
+    phi[k]        share of its first month a new unit of k is usable (lead time to deliver and build)
+    H, A          hours in a month, share of them a machine is available for jobs
+    B             capex budget (USD);  Q[p] monthly GPU-hour quota of provider p
+
+Variables::
+
+    n[j][o][m] in Z+   runs of j on rental o in month m
+    u[j][k][m] in Z+   runs of j on build k in month m
+    y[k][m]    in Z+   units of build k bought in month m
+
+Model::
+
+    minimise   sum c[j][o] n[j][o][m] + sum e[j][k] u[j][k][m] + sum F[k][m] y[k][m]
+    s.t.  demand_j_m:    sum_o n[j][o][m] + sum_k u[j][k][m] = R[j][m]
+          capacity_k_m:  sum_j t[j][k] u[j][k][m]
+                           <= H A (sum_{m' < m} y[k][m'] + phi[k] y[k][m])
+          capex:         sum Pk[k] y[k][m] <= B
+          quota_p_m:     sum_{(j, o): P(j, o) = p} g[j][o] h[j][o] n[j][o][m] <= Q[p] H
+          link_j_k_m:    u[j][k][m] <= R[j][m] sum_{m' <= m} y[k][m']      (valid inequality)
+          bounds:        n[j][o][m], u[j][k][m] <= R[j][m]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pulp
+
+
+@dataclass(frozen=True, slots=True)
+class RentalChoice:
+    key: str
+    provider: str
+    cost_per_run_usd: float
+    hours: float
+    gpus: float
+
+
+@dataclass(frozen=True, slots=True)
+class BuildUse:
+    build: str
+    hours: float  # per run on one unit
+    energy_per_run_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class PortfolioJob:
+    name: str
+    demand: Sequence[int]  # R[j][m]
+    rentals: Sequence[RentalChoice]
+    builds: Sequence[BuildUse]
+
+
+@dataclass(frozen=True, slots=True)
+class PortfolioBuild:
+    id: str
+    price_usd: float
+    net_cost_by_month: Sequence[float]  # F[k][m]
+    first_month_share: float = 1.0  # phi[k]
+
+
+@dataclass(slots=True)
+class PortfolioModel:
+    problem: pulp.LpProblem
+    n: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    u: dict[tuple[int, int, int], pulp.LpVariable] = field(default_factory=dict)
+    y: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
+
+
+def build_portfolio(
+    jobs: Sequence[PortfolioJob],
+    builds: Sequence[PortfolioBuild],
+    months: int,
+    *,
+    hours_per_month: float = 730.0,
+    availability: float = 0.8,
+    capex_budget_usd: float | None = None,
+    quotas_gpu_hours: Mapping[str, float] | None = None,
+) -> PortfolioModel:
+    """The model above. Jobs with no option at all make it infeasible, as they should."""
+    prob = pulp.LpProblem("portfolio", pulp.LpMinimize)
+    mdl = PortfolioModel(problem=prob)
+    kidx = {b.id: k for k, b in enumerate(builds)}
+    H, A = hours_per_month, availability
+    for k, _b in enumerate(builds):
+        for m in range(months):
+            mdl.y[(k, m)] = pulp.LpVariable(f"y_{k}_{m}", lowBound=0, cat=pulp.LpInteger)
+    for j, job in enumerate(jobs):
+        for m in range(months):
+            if job.demand[m] <= 0:
+                continue
+            R = job.demand[m]
+            for o in range(len(job.rentals)):
+                mdl.n[(j, o, m)] = pulp.LpVariable(f"n_{j}_{o}_{m}", lowBound=0, upBound=R, cat=pulp.LpInteger)
+            for use in job.builds:
+                k = kidx[use.build]
+                mdl.u[(j, k, m)] = pulp.LpVariable(f"u_{j}_{k}_{m}", lowBound=0, upBound=R, cat=pulp.LpInteger)
+
+    uses = {(j, kidx[x.build]): x for j, job in enumerate(jobs) for x in job.builds}
+
+    def use_of(j: int, k: int) -> BuildUse:
+        return uses[(j, k)]
+
+    prob += (
+        pulp.lpSum(jobs[j].rentals[o].cost_per_run_usd * v for (j, o, _m), v in mdl.n.items())
+        + pulp.lpSum(use_of(j, k).energy_per_run_usd * v for (j, k, _m), v in mdl.u.items())
+        + pulp.lpSum(builds[k].net_cost_by_month[m] * v for (k, m), v in mdl.y.items())
+    ), "total_cost_usd"
+
+    for j, job in enumerate(jobs):
+        for m in range(months):
+            if job.demand[m] <= 0:
+                continue
+            terms = [mdl.n[(j, o, m)] for o in range(len(job.rentals))]
+            terms += [mdl.u[(j, kidx[x.build], m)] for x in job.builds]
+            prob += pulp.lpSum(terms) == job.demand[m], f"demand_{j}_{m}"
+
+    loads: dict[tuple[int, int], list[pulp.LpAffineExpression]] = {}
+    for (j, k, m), v in mdl.u.items():
+        loads.setdefault((k, m), []).append(use_of(j, k).hours * v)
+    for k, b in enumerate(builds):
+        for m in range(months):
+            load = loads.get((k, m))
+            if not load:
+                continue
+            owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m)) + b.first_month_share * mdl.y[(k, m)]
+            prob += pulp.lpSum(load) <= H * A * owned, f"capacity_{k}_{m}"
+
+    # Valid inequalities: a job can use build k in month m only if some unit is owned by then. They
+    # cut off fractional purchases the capacity rows alone allow and speed the search a lot.
+    for (j, k, m), v in mdl.u.items():
+        owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m + 1))
+        prob += v <= jobs[j].demand[m] * owned, f"link_{j}_{k}_{m}"
+
+    if capex_budget_usd is not None and builds:
+        prob += (
+            pulp.lpSum(builds[k].price_usd * v for (k, _m), v in mdl.y.items()) <= capex_budget_usd,
+            "capex",
+        )
+
+    quota_terms: dict[tuple[str, int], list[pulp.LpAffineExpression]] = {}
+    if quotas_gpu_hours:
+        for (j, o, m), v in mdl.n.items():
+            r = jobs[j].rentals[o]
+            if r.provider in quotas_gpu_hours:
+                quota_terms.setdefault((r.provider, m), []).append(r.gpus * r.hours * v)
+    for p, q in (quotas_gpu_hours or {}).items():
+        for m in range(months):
+            terms = quota_terms.get((p, m))
+            if terms:
+                prob += pulp.lpSum(terms) <= q * H, f"quota_{_safe(p)}_{m}"
+    return mdl
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name)

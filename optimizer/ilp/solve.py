@@ -1,0 +1,170 @@
+"""Solve a PuLP model with the best solver at hand and report what happened, honestly.
+
+HiGHS through highspy runs in-process (no model file, no subprocess) and is preferred; CBC is the
+fallback. PuLP 3.x bundles CBC as ``PULP_CBC_CMD``; PuLP 4 no longer bundles it, so CBC is used
+only when PuLP reports it available. A time-limited solve that found an incumbent says so in
+``status`` ("Feasible (time limit)") and reports its gap; it is never passed off as optimal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import pulp
+
+from optimizer.errors import SolverError
+
+OPTIMAL = "Optimal"
+TIME_LIMITED = "Feasible (time limit)"
+INFEASIBLE = "Infeasible"
+
+
+@dataclass(frozen=True, slots=True)
+class SolveResult:
+    status: str
+    solver: str
+    seconds: float
+    objective: float | None
+    time_limit_s: float
+    gap: float | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    gap_rel: float | None = None  # the tolerance asked for
+
+    @property
+    def has_solution(self) -> bool:
+        return self.objective is not None
+
+    def chosen(self, name: str) -> bool:
+        """A binary variable read as chosen (solvers return 0.9999999 for 1)."""
+        return self.values.get(name, 0.0) > 0.5
+
+    def integer(self, name: str) -> int:
+        return int(round(self.values.get(name, 0.0)))
+
+
+@lru_cache(maxsize=1)
+def _available() -> tuple[str, ...]:
+    return tuple(pulp.listSolvers(onlyAvailable=True))
+
+
+def solver_name() -> str:
+    avail = _available()
+    if "HiGHS" in avail:
+        return "HiGHS"
+    if "PULP_CBC_CMD" in avail:
+        return "CBC"
+    if "HiGHS_CMD" in avail:
+        return "HiGHS_CMD"
+    raise SolverError("Unavailable", "no MILP solver: install highspy (pip install highspy)")
+
+
+_banner_lock = threading.Lock()
+_banner_done = False
+
+
+def _swallow_highs_banner() -> None:
+    """HiGHS prints a copyright banner from C++ the first time a ``Highs`` object is made in a
+    process, whatever ``output_flag`` says; that would break ``--json`` (one document on stdout).
+    Make that first object with file descriptor 1 pointed at /dev/null."""
+    global _banner_done
+    with _banner_lock:
+        if _banner_done:
+            return
+        import highspy
+
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _banner_done = True
+
+
+def _solver(name: str, time_limit_s: float, gap_rel: float | None = None) -> Any:
+    if name == "HiGHS":
+        _swallow_highs_banner()
+        return pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1, gapRel=gap_rel)
+    if name == "CBC":
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
+    return pulp.HiGHS_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
+
+
+def _gap(problem: pulp.LpProblem, name: str) -> float | None:
+    model = getattr(problem, "solverModel", None)
+    if name != "HiGHS" or model is None:
+        return None
+    try:
+        gap = float(model.getInfo().mip_gap)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    # HiGHS reports inf for an LP or when no bound is known.
+    return gap if gap == gap and gap != float("inf") else None
+
+
+def _hit_time_limit(problem: pulp.LpProblem, name: str) -> bool:
+    model = getattr(problem, "solverModel", None)
+    if name != "HiGHS" or model is None:
+        return False
+    import highspy
+
+    try:
+        return bool(model.getModelStatus() == highspy.HighsModelStatus.kTimeLimit)
+    except (AttributeError, TypeError):
+        return False
+
+
+def solve(
+    problem: pulp.LpProblem,
+    time_limit_s: float = 10.0,
+    solver: str | None = None,
+    gap_rel: float | None = None,
+) -> SolveResult:
+    """Solve ``problem`` within ``time_limit_s``; values of all variables come back by name.
+
+    ``gap_rel`` is the relative optimality gap at which the search may stop (None: the solver's
+    default, 1e-4 for HiGHS); "Optimal" then means optimal within that gap, and ``gap`` says how
+    close the answer is.
+    """
+    name = solver or solver_name()
+    start = time.perf_counter()
+    problem.solve(_solver(name, time_limit_s, gap_rel))
+    seconds = time.perf_counter() - start
+    lp_status = pulp.LpStatus[problem.status]
+    sol_status = getattr(problem, "sol_status", None)
+    values = {v.name: v.varValue for v in problem.variables() if v.varValue is not None}
+    hit_limit = _hit_time_limit(problem, name) or seconds >= time_limit_s
+    if sol_status == pulp.LpSolutionIntegerFeasible:
+        # An incumbent without proof of optimality: stopped by the time limit (or another limit).
+        status = TIME_LIMITED if hit_limit else "Feasible (stopped early)"
+    elif lp_status == "Optimal" and sol_status in (None, pulp.LpSolutionOptimal):
+        status = OPTIMAL
+    elif lp_status == "Not Solved" and hit_limit:
+        status = "Not Solved (time limit)"
+    else:
+        status = lp_status
+    with_values = status in (OPTIMAL, TIME_LIMITED, "Feasible (stopped early)")
+    objective = pulp.value(problem.objective) if with_values else None
+    gap = _gap(problem, name)
+    if status == OPTIMAL and gap is None:
+        gap = 0.0
+    return SolveResult(
+        status=status,
+        solver=name,
+        seconds=seconds,
+        objective=float(objective) if objective is not None else None,
+        time_limit_s=time_limit_s,
+        gap=gap,
+        gap_rel=gap_rel,
+        values=values if with_values else {},
+    )

@@ -1,0 +1,341 @@
+"""Portfolio plan: a team's jobs over a horizon -> what to buy and when, where each run goes.
+
+prepare (per job: the cheapest rentals that meet its deadline, and the builds it fits on) ->
+build (``ilp.portfolio``) -> solve -> explain. The same model is solved twice more with only
+rentals and with only builds, for the all-cloud and all-local comparisons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from optimizer import costs
+from optimizer.candidates import (
+    Candidate,
+    CostAssumptions,
+    Estimator,
+    ShardingChoices,
+    default_estimator,
+    generate,
+)
+from optimizer.explain import rejected_groups, solver_info
+from optimizer.ilp.portfolio import (
+    BuildUse,
+    PortfolioBuild,
+    PortfolioJob,
+    RentalChoice,
+    build_portfolio,
+)
+from optimizer.ilp.solve import SolveResult, solve
+from optimizer.results import RejectedGroup, SolverInfo
+from optimizer.workload import Constraints, Workload
+from pricing.offer import LocalBuild, Offer
+
+RENTALS_PER_JOB = 3
+AVAILABILITY = 0.8  # share of a month an owned machine can run jobs (maintenance, other use)
+
+
+class PlanJobInput(BaseModel):
+    """What the plan needs of a job (``service.schemas.JobSpec`` has these fields)."""
+
+    name: str
+    workload: Workload
+    runs_per_month: float = 1
+    deadline_hours: float | None = None
+    start_month: int = 0
+
+
+class BuyItem(BaseModel):
+    build: str
+    count: int
+    month: int
+    price_usd: float
+    name: str = ""
+
+
+class Assignment(BaseModel):
+    job: str
+    month: int
+    kind: str
+    provider: str
+    region: str | None
+    instance_type: str
+    gpu: str
+    pricing: str
+    runs: int
+    hours_per_run: float
+    cost_usd: float
+
+
+class MonthCost(BaseModel):
+    month: int
+    cloud_usd: float
+    energy_usd: float
+    capex_usd: float
+    resale_usd: float
+    total_usd: float
+
+
+class UnplacedJob(BaseModel):
+    job: str
+    rejected: list[RejectedGroup]
+
+
+class PlanResult(BaseModel):
+    buy: list[BuyItem]
+    assignments: list[Assignment]
+    total_cost_usd: float | None
+    all_cloud_cost_usd: float | None
+    all_local_cost_usd: float | None
+    monthly: list[MonthCost]
+    solver: SolverInfo
+    horizon_months: int
+    unplaced: list[UnplacedJob] = Field(default_factory=list)
+    prices_as_of: dict[str, datetime] = Field(default_factory=dict)
+    snapshot_id: str = ""
+    assumptions: dict[str, float] = Field(default_factory=dict)
+
+
+def monthly_demand(runs_per_month: float, start_month: int, months: int) -> list[int]:
+    """Whole runs due each month: a fractional cadence (0.5 a month) lands every other month."""
+    out = []
+    for m in range(months):
+        k = m - start_month
+        out.append(0 if k < 0 else math.floor(runs_per_month * (k + 1) + 1e-9) - math.floor(runs_per_month * k + 1e-9))
+    return out
+
+
+@dataclasses.dataclass(slots=True)
+class _Prepared:
+    jobs: list[PortfolioJob]
+    rentals: dict[str, list[Candidate]]
+    local: dict[str, dict[str, Candidate]]
+    unplaced: list[UnplacedJob]
+
+
+def _prepare(
+    jobs: Sequence[PlanJobInput],
+    constraints: Constraints,
+    offers: list[Offer],
+    builds: list[LocalBuild],
+    months: int,
+    estimator: Estimator,
+    shardings: ShardingChoices | None,
+    a: CostAssumptions,
+) -> _Prepared:
+    out = _Prepared([], {}, {}, [])
+    one_unit = dataclasses.replace(a, max_local_units=1)
+    for job in jobs:
+        c = constraints.model_copy(update={"deadline_hours": job.deadline_hours, "budget_usd": None})
+        cloud = generate(
+            job.workload, c.model_copy(update={"include_local": False}), offers, [],
+            runs=1, top=RENTALS_PER_JOB * 4, estimator=estimator, shardings=shardings, assumptions=a,
+        )
+        # A few cheap rentals from different providers, so quotas leave somewhere to go.
+        picked: list[Candidate] = []
+        seen: set[str] = set()
+        for cand in cloud.ranked:
+            if cand.provider not in seen:
+                picked.append(cand)
+                seen.add(cand.provider)
+            if len(picked) == RENTALS_PER_JOB:
+                break
+        # Builds bought ahead for the plan: their lead time is modelled per month, not per run.
+        local_c = c.model_copy(update={"deadline_hours": None})
+        local = generate(
+            job.workload, local_c, [], builds, runs=1, top=len(builds) + 1, estimator=estimator,
+            shardings=shardings, assumptions=one_unit,
+        )
+        fits = {
+            cand.instance_type: cand
+            for cand in local.ranked
+            if job.deadline_hours is None or cand.hours <= job.deadline_hours
+        }
+        demand = monthly_demand(job.runs_per_month, job.start_month, months)
+        if not picked and not fits:
+            if sum(demand) > 0:
+                tally = cloud.rejected
+                for reason, n in local.rejected.counts.items():
+                    for ex in local.rejected.examples.get(reason, [])[:1]:
+                        tally.add(reason, ex, n)
+                out.unplaced.append(UnplacedJob(job=job.name, rejected=rejected_groups(tally)))
+            continue
+        out.rentals[job.name] = picked
+        out.local[job.name] = fits
+        out.jobs.append(
+            PortfolioJob(
+                name=job.name,
+                demand=demand,
+                rentals=[
+                    RentalChoice(key=r.key, provider=r.provider, cost_per_run_usd=r.cost_per_run_usd,
+                                 hours=r.hours, gpus=r.total_gpus)
+                    for r in picked
+                ],
+                builds=[
+                    BuildUse(build=bid, hours=cand.hours, energy_per_run_usd=cand.cost_per_run_usd)
+                    for bid, cand in fits.items()
+                ],
+            )
+        )
+    return out
+
+
+def _portfolio_builds(builds: Iterable[LocalBuild], months: int, held_months: float | None) -> list[PortfolioBuild]:
+    out = []
+    for b in builds:
+        net = []
+        for m in range(months):
+            # Sold at the end of the horizon (or after ``held_months`` if that is set).
+            age = months - m if held_months is None else held_months
+            net.append(b.price_usd - costs.resale_value_usd(b.price_usd, b.resale_fraction, age, b.lifetime_months))
+        out.append(
+            PortfolioBuild(
+                id=b.id, price_usd=b.price_usd, net_cost_by_month=net,
+                first_month_share=max(0.0, 1.0 - b.lead_time_days / (costs.HOURS_PER_MONTH / 24)),
+            )
+        )
+    return out
+
+
+def _strip(jobs: Sequence[PortfolioJob], rentals: bool, local: bool) -> list[PortfolioJob]:
+    return [
+        dataclasses.replace(j, rentals=j.rentals if rentals else [], builds=j.builds if local else [])
+        for j in jobs
+    ]
+
+
+def plan(
+    jobs: Sequence[PlanJobInput | BaseModel],
+    horizon_months: int,
+    constraints: Constraints,
+    offers: Iterable[Offer],
+    builds: Iterable[LocalBuild],
+    *,
+    capex_budget_usd: float | None = None,
+    prices_as_of: Mapping[str, datetime] | None = None,
+    snapshot_id: str = "",
+    estimator: Estimator | None = None,
+    shardings: ShardingChoices | None = None,
+    time_limit_s: float = 30.0,
+    availability: float = AVAILABILITY,
+    quotas_gpu_hours: Mapping[str, float] | None = None,
+    assumptions: CostAssumptions | None = None,
+) -> PlanResult:
+    a = assumptions or CostAssumptions()
+    est = estimator or default_estimator()
+    job_inputs = [PlanJobInput.model_validate(j.model_dump()) for j in jobs]
+    offer_list = list(offers)
+    build_list = list(builds) if constraints.include_local else []
+    prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a)
+    by_id = {b.id: b for b in build_list}
+    used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
+    pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)
+
+    def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild]) -> tuple[object, SolveResult]:
+        mdl = build_portfolio(
+            pjobs, pb, horizon_months, hours_per_month=costs.HOURS_PER_MONTH, availability=availability,
+            capex_budget_usd=capex_budget_usd, quotas_gpu_hours=quotas_gpu_hours,
+        )
+        return mdl, solve(mdl.problem, time_limit_s)
+
+    if not prep.jobs:
+        # Nothing can run anywhere: an answer, with the reasons, not an error.
+        return PlanResult(
+            buy=[], assignments=[], total_cost_usd=None, all_cloud_cost_usd=None, all_local_cost_usd=None,
+            monthly=[], solver=solver_info(None), horizon_months=horizon_months, unplaced=prep.unplaced,
+            prices_as_of=dict(prices_as_of or {}), snapshot_id=snapshot_id,
+        )
+    mdl, res = run(prep.jobs, pbuilds)
+    all_cloud = all_local = None
+    if prep.jobs:
+        if all(j.rentals for j in prep.jobs if sum(j.demand)):
+            _, rc = run(_strip(prep.jobs, True, False), [])
+            all_cloud = rc.objective if rc.has_solution else None
+        if pbuilds and all(j.builds for j in prep.jobs if sum(j.demand)):
+            _, rl = run(_strip(prep.jobs, False, True), pbuilds)
+            all_local = rl.objective if rl.has_solution else None
+    return _explain(
+        prep, pbuilds, by_id, mdl, res, horizon_months, all_cloud, all_local,
+        prices_as_of or {}, snapshot_id, availability,
+    )
+
+
+def _explain(
+    prep: _Prepared,
+    pbuilds: list[PortfolioBuild],
+    by_id: Mapping[str, LocalBuild],
+    mdl: object,
+    res: SolveResult,
+    months: int,
+    all_cloud: float | None,
+    all_local: float | None,
+    prices_as_of: Mapping[str, datetime],
+    snapshot_id: str,
+    availability: float,
+) -> PlanResult:
+    from optimizer.ilp.portfolio import PortfolioModel
+
+    assert isinstance(mdl, PortfolioModel)
+    buy: list[BuyItem] = []
+    assignments: list[Assignment] = []
+    cloud = [0.0] * months
+    energy = [0.0] * months
+    capex = [0.0] * months
+    resale = [0.0] * months
+    if res.has_solution:
+        for (k, m), var in mdl.y.items():
+            n = res.integer(var.name)
+            if n > 0:
+                b = pbuilds[k]
+                buy.append(BuyItem(build=b.id, count=n, month=m, price_usd=b.price_usd, name=by_id[b.id].name))
+                capex[m] += b.price_usd * n
+                resale[months - 1] += (b.price_usd - b.net_cost_by_month[m]) * n
+        for (j, o, m), var in mdl.n.items():
+            n = res.integer(var.name)
+            if n > 0:
+                job = prep.jobs[j]
+                c = prep.rentals[job.name][o]
+                cloud[m] += c.cost_per_run_usd * n
+                assignments.append(_assign(job.name, m, c, n))
+        for (j, k, m), var in mdl.u.items():
+            n = res.integer(var.name)
+            if n > 0:
+                job = prep.jobs[j]
+                c = prep.local[job.name][pbuilds[k].id]
+                energy[m] += c.cost_per_run_usd * n
+                assignments.append(_assign(job.name, m, c, n))
+    assignments.sort(key=lambda x: (x.month, x.job, x.kind, x.instance_type))
+    monthly = [
+        MonthCost(
+            month=m, cloud_usd=round(cloud[m], 2), energy_usd=round(energy[m], 2), capex_usd=round(capex[m], 2),
+            resale_usd=round(-resale[m], 2), total_usd=round(cloud[m] + energy[m] + capex[m] - resale[m], 2),
+        )
+        for m in range(months)
+    ]
+    return PlanResult(
+        buy=sorted(buy, key=lambda b: (b.month, b.build)),
+        assignments=assignments,
+        total_cost_usd=round(res.objective, 2) if res.objective is not None else None,
+        all_cloud_cost_usd=round(all_cloud, 2) if all_cloud is not None else None,
+        all_local_cost_usd=round(all_local, 2) if all_local is not None else None,
+        monthly=monthly,
+        solver=solver_info(res),
+        horizon_months=months,
+        unplaced=prep.unplaced,
+        prices_as_of=dict(prices_as_of),
+        snapshot_id=snapshot_id,
+        assumptions={"availability": availability, "hours_per_month": costs.HOURS_PER_MONTH},
+    )
+
+
+def _assign(job: str, month: int, c: Candidate, runs: int) -> Assignment:
+    return Assignment(
+        job=job, month=month, kind=c.kind, provider=c.provider, region=c.region,
+        instance_type=c.instance_type, gpu=c.gpu, pricing=c.pricing, runs=runs,
+        hours_per_run=round(c.hours, 4), cost_usd=round(c.cost_per_run_usd * runs, 2),
+    )

@@ -1,0 +1,1 @@
+"""Presentation only: Markdown tables and charts for the decision answers."""
