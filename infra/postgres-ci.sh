@@ -13,7 +13,8 @@ set -euo pipefail
 # useradd and runuser live in sbin, which a non-login PATH may lack.
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
-STATE_FILE="${TMPDIR:-/tmp}/gpucost-postgres-ci.state"
+# GPUCOST_PG_STATE names the state file, so several servers can run side by side.
+STATE_FILE="${GPUCOST_PG_STATE:-${TMPDIR:-/tmp}/gpucost-postgres-ci.state}"
 DB_NAME="${GPUCOST_PG_DB:-gpucost_test}"
 DB_USER="gpucost"
 RUN_AS="${GPUCOST_PG_OS_USER:-postgres}"
