@@ -42,6 +42,17 @@ def test_quote_contract_shape(client: TestClient) -> None:
     assert [o["kind"] for o in one["options"]][-1] == "local" and len(one["options"]) == 5
 
 
+def test_quote_as_markdown_names_the_choice_and_sources(client: TestClient) -> None:
+    body = {"workload": WORKLOAD, "top": 3}
+    best = client.post("/v1/quote", json=body).json()["best"]
+    r = client.post("/v1/quote?format=markdown", json=body)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/markdown")
+    text = r.text
+    assert text.startswith("## ") and "| # |" in text
+    assert best["instance_type"] in text.split("**Cheapest:**", 1)[1].splitlines()[0]
+    assert "Prices:" in text and "as of" in text
+
+
 def test_quote_infeasible_is_200_with_reasons(client: TestClient) -> None:
     r = client.post("/v1/quote", json={"workload": WORKLOAD, "constraints": {"deadline_hours": 0.01}})
     assert r.status_code == 200

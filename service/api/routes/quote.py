@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Literal
+
+from fastapi import APIRouter, Response
 
 from optimizer.quote import quote as run_quote
 from service.api.deps import StoreDep
@@ -9,10 +11,15 @@ from service.schemas import Quote, QuoteRequest
 router = APIRouter(prefix="/v1", tags=["decide"])
 
 
-@router.post("/quote", response_model=Quote)
-def quote(request: QuoteRequest, store: StoreDep) -> Quote:
-    """Cheapest feasible option for ``runs`` runs of one job, alternatives, fastest, rejections."""
-    return run_quote(
+@router.post("/quote", response_model=Quote, responses={200: {"content": {"text/markdown": {}}}})
+def quote(
+    request: QuoteRequest, store: StoreDep, format: Literal["json", "markdown"] = "json"
+) -> Quote | Response:
+    """Cheapest feasible option for ``runs`` runs of one job, alternatives, fastest, rejections.
+
+    ``?format=markdown`` returns the same answer as a Markdown section for planning documents.
+    """
+    result = run_quote(
         request.workload,
         request.constraints,
         store.all_offers(),
@@ -22,3 +29,8 @@ def quote(request: QuoteRequest, store: StoreDep) -> Quote:
         prices_as_of=store.prices_as_of(),
         snapshot_id=store.snapshot_id(),
     )
+    if format == "markdown":
+        from service.render.markdown import quote_markdown
+
+        return Response(quote_markdown(result), media_type="text/markdown")
+    return result

@@ -1,0 +1,391 @@
+"""Cloud options: offers x nodes x sharding x pricing -> a Candidate, or a rejection reason.
+
+The estimator runs once per distinct (GPU, total GPU count, sharding): every offer with the same GPU
+and GPUs per node shares those estimates, so a catalog of thousands of offers costs a few hundred
+estimates at most. Within such a group every offer has the same hours for a given configuration, so
+
+* per configuration only the cheapest host-compatible offer can be Pareto-optimal in (hours, cost):
+  those rows go to the ILP and to the frontier;
+* per offer only its cheapest configuration is shown in the ranked list of alternatives.
+
+An offer that has no feasible configuration is rejected once, with the reason of the check it got
+furthest in (VRAM, then host, then deadline, then budget).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from optimizer import costs
+from optimizer.candidates_estimator import Estimator, ShardingChoices, _canonical, _estimate, _wanted_gpus
+from optimizer.candidates_rejections import (
+    EXCLUDED,
+    LATE,
+    NO_HOST_CPU,
+    NO_HOST_RAM,
+    NO_PRICE,
+    NO_VRAM,
+    OVER_BUDGET,
+    OVER_QUOTA,
+    TOO_MANY_GPUS,
+    UNKNOWN_GPU,
+    UNSUPPORTED,
+    RejectionTally,
+    _deeper,
+)
+from optimizer.candidates_types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions, Pricing
+from optimizer.results import Estimate
+from optimizer.workload import Constraints, Workload
+from pricing.offer import Offer
+
+MIN_GPUS_FOR_MULTI_NODE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _Config:
+    """One estimate shared by every offer of a (GPU, GPUs per node) group."""
+
+    nodes: int
+    sharding: str
+    train_hours: float
+    mem_gb: float
+    ram_gb_per_node: float
+    cores_per_node: float
+    total_gpus: float
+    reason: str | None  # config-level failure (VRAM, max GPUs, quota, unsupported)
+
+
+def _offer_label(o: Offer) -> str:
+    return f"{o.provider}/{o.instance_type}"
+
+
+def _configs(
+    workload: Workload,
+    gpu: str,
+    gpus_per_node: float,
+    vram_gb: float,
+    *,
+    estimator: Estimator,
+    shardings: ShardingChoices,
+    max_nodes: int,
+    max_gpus: int,
+    quota: int | None,
+    memo: dict[tuple[str, int, str | None], Estimate | str],
+) -> list[_Config]:
+    out: list[_Config] = []
+    whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
+    # Several nodes only of full-size instances (8+ GPUs, the ones built with the inter-node fabric
+    # data-parallel training across machines needs); smaller ones run as single nodes.
+    multi_node = whole and gpus_per_node >= MIN_GPUS_FOR_MULTI_NODE
+    node_counts = range(1, max_nodes + 1) if multi_node else range(1, 2)
+    for nodes in node_counts:
+        total = gpus_per_node * nodes
+        if total > max_gpus:
+            break
+        count = int(total) if whole else 1
+        fitted: set[str] = set()
+        for sharding in _sharding_calls(workload, count, shardings):
+            if sharding in _SLOWER_THAN and fitted & _SLOWER_THAN[sharding]:
+                continue  # same compute, strictly more traffic than a scheme that already fits
+            key = (gpu, count, sharding)
+            est = memo.get(key)
+            if est is None:
+                est = memo[key] = _estimate(estimator, workload, gpu, count, sharding)
+            label = sharding or "none"
+            if isinstance(est, str):
+                out.append(_Config(nodes, label, 0, 0, 0, 0, total, est))
+                continue
+            label = est.sharding or label
+            # A GPU partition (g6f: a quarter GPU) runs at its share of the card's speed and has
+            # its share of the memory; marketed memory sizes are binary (a "24 GB" card has 24 GiB).
+            hours = est.hours if whole else est.hours / gpus_per_node
+            fits = est.fits if whole else est.memory_gb.total_per_gpu <= vram_gb * GIB_PER_GB
+            # The estimator sizes the host for one node of up to 8 GPUs.
+            share = (gpus_per_node / min(total, 8)) if whole else 1.0
+            reason = None
+            if fits:
+                fitted.add(label)
+            if quota is not None and total > quota:
+                reason = OVER_QUOTA
+            elif not fits:
+                reason = NO_VRAM
+            out.append(
+                _Config(
+                    nodes=nodes,
+                    sharding=label,
+                    train_hours=hours,
+                    mem_gb=est.memory_gb.total_per_gpu,
+                    # Host needs grow with the GPUs each node feeds.
+                    ram_gb_per_node=est.host.ram_gb * share,
+                    cores_per_node=est.host.cpu_cores * share,
+                    total_gpus=total,
+                    reason=reason,
+                )
+            )
+    return out
+
+
+# ZeRO-3 / FSDP do ZeRO-2's work plus two all-gathers of the weights per micro-step: once ZeRO-2
+# fits, they can only be slower (the estimator models the same compute for both).
+_SLOWER_THAN: dict[str, set[str]] = {"zero3": {"zero2"}, "fsdp": {"zero2"}}
+
+
+def _sharding_calls(workload: Workload, count: int, shardings: ShardingChoices) -> list[str | None]:
+    """Estimator calls for ``count`` GPUs: every scheme allowed (under ``auto``: ddp, zero2, zero3).
+    A heavier scheme is not always slower: sharding the optimizer step can pay for its traffic."""
+    if count <= 1:
+        return [None]
+    return list(shardings(workload.sharding, count))
+
+
+def _host_reason(cfg: _Config, offer: Offer) -> str | None:
+    if offer.ram_gb is not None and offer.ram_gb < cfg.ram_gb_per_node:
+        return NO_HOST_RAM
+    if offer.vcpus is not None and offer.vcpus < cfg.cores_per_node:
+        return NO_HOST_CPU
+    return None
+
+
+def _cloud_candidate(
+    offer: Offer, gpu: str, cfg: _Config, pricing: Pricing, runs: int, a: CostAssumptions
+) -> Candidate:
+    price = offer.spot_price_hour if pricing == "spot" else offer.price_hour
+    assert price is not None
+    rc = costs.rent_cost(
+        price,
+        cfg.train_hours,
+        cfg.nodes,
+        billing_increment_s=offer.billing_increment_s,
+        min_billing_s=offer.min_billing_s,
+        spot=pricing == "spot",
+        setup_hours=a.setup_hours,
+        interruptions_per_hour=a.spot_interruptions_per_hour,
+    )
+    return Candidate(
+        key=f"{offer.provider}/{offer.region}/{offer.zone or ''}/{offer.instance_type}/{cfg.nodes}/{cfg.sharding}/{pricing}",
+        kind="cloud",
+        provider=offer.provider,
+        region=offer.region,
+        zone=offer.zone,
+        instance_type=offer.instance_type,
+        gpu=gpu,
+        gpus_per_node=offer.gpu_count,
+        nodes=cfg.nodes,
+        pricing=pricing,
+        hourly_usd=price * cfg.nodes,
+        hours=rc.wall_hours,
+        fixed_usd=0.0,
+        cost_per_run_usd=rc.cost_per_run_usd,
+        runs=runs,
+        memory_need_gb_per_gpu=cfg.mem_gb,
+        vram_gb_per_gpu=offer.gpu_vram_gb,
+        sharding=cfg.sharding,
+        breakdown=rc.breakdown(runs),
+        source=offer.source,
+        as_of=offer.as_of,
+        total_gpus=cfg.total_gpus,
+    )
+
+
+@dataclass(slots=True)
+class _Group:
+    gpu: str
+    gpus_per_node: float
+    vram_gb: float
+    offers: list[Offer] = field(default_factory=list)
+
+
+def _filter_offers(
+    offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally
+) -> dict[tuple[str, float, float], _Group]:
+    providers = {p.lower() for p in constraints.providers} if constraints.providers else None
+    regions = set(constraints.regions) if constraints.regions else None
+    gpus = _wanted_gpus(constraints)
+    groups: dict[tuple[str, float, float], _Group] = {}
+    for o in offers:
+        gpu = _canonical(o.gpu)
+        if gpu is None:
+            tally.add(UNKNOWN_GPU, _offer_label(o))
+            continue
+        if (
+            (providers is not None and o.provider.lower() not in providers)
+            or (regions is not None and o.region not in regions)
+            or (gpus is not None and gpu not in gpus)
+        ):
+            tally.add(EXCLUDED, _offer_label(o))
+            continue
+        if o.price_hour is None and not (constraints.allow_spot and o.spot_price_hour is not None):
+            tally.add(NO_PRICE, _offer_label(o))
+            continue
+        key = (gpu, o.gpu_count, o.gpu_vram_gb)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = _Group(gpu, o.gpu_count, o.gpu_vram_gb)
+        g.offers.append(o)
+    return groups
+
+
+def cloud_candidates(
+    workload: Workload,
+    constraints: Constraints,
+    offers: Iterable[Offer],
+    *,
+    runs: int,
+    estimator: Estimator,
+    shardings: ShardingChoices,
+    assumptions: CostAssumptions,
+    quotas: Mapping[str, int] | None,
+    tally: RejectionTally,
+    memo: dict[tuple[str, int, str | None], Estimate | str],
+) -> tuple[list[Candidate], list[tuple[float, float, Offer, str, _Config, Pricing]], int]:
+    """Config-best candidates (for the ILP) and per-offer best rows (for ranking), plus the count of
+    feasible offers."""
+    deadline = constraints.deadline_hours
+    budget = constraints.budget_usd
+    max_gpus = min(constraints.max_gpus or MAX_TOTAL_GPUS, MAX_TOTAL_GPUS)
+    config_best: list[Candidate] = []
+    per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]] = []
+    feasible_offers = 0
+    pricings: list[Pricing] = ["on_demand", "spot"] if constraints.allow_spot else ["on_demand"]
+
+    for group in _filter_offers(offers, constraints, tally).values():
+        gpn = group.gpus_per_node
+        # Quota and max-GPU limits differ by provider only through the quota, so build the
+        # configurations per provider when quotas are set.
+        by_provider: dict[str | None, list[Offer]] = {}
+        for o in group.offers:
+            by_provider.setdefault(o.provider if quotas else None, []).append(o)
+        for provider, members in by_provider.items():
+            if gpn > max_gpus:
+                for o in members:
+                    tally.add(TOO_MANY_GPUS, _offer_label(o))
+                continue
+            cfgs = _configs(
+                workload, group.gpu, gpn, group.vram_gb,
+                estimator=estimator, shardings=shardings,
+                max_nodes=assumptions.max_nodes, max_gpus=max_gpus,
+                quota=quotas.get(provider) if quotas and provider else None, memo=memo,
+            )
+            # Offer-independent reason of the best config-level attempt.
+            base_reason: str | None = None
+            for c in cfgs:
+                if c.reason is not None:
+                    base_reason = _deeper(base_reason, c.reason)
+            live = [c for c in cfgs if c.reason is None]
+            if not live:
+                for o in members:
+                    tally.add(base_reason or UNSUPPORTED, _offer_label(o))
+                continue
+            feasible_offers += _price_group(
+                group.gpu, live, members, pricings, runs, deadline, budget, assumptions,
+                config_best, per_offer, tally,
+            )
+    return config_best, per_offer, feasible_offers
+
+
+def _price_group(
+    gpu: str,
+    cfgs: list[_Config],
+    members: list[Offer],
+    pricings: list[Pricing],
+    runs: int,
+    deadline: float | None,
+    budget: float | None,
+    a: CostAssumptions,
+    config_best: list[Candidate],
+    per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]],
+    tally: RejectionTally,
+) -> int:
+    """Price every offer of one group; returns how many offers had a feasible configuration.
+
+    The cost of config i on offer o is ``price(o) * nodes(i) * billed(wall(i), rule(o))``: for one
+    billing rule the configurations rank the same on every offer. So each offer walks that ranking
+    and stops at the first configuration its host can take (costs only rise from there, so a
+    budget miss ends the walk too); each configuration walks the offers by price likewise.
+    """
+    wall: dict[tuple[int, Pricing], float] = {}
+    for i, c in enumerate(cfgs):
+        for p in pricings:
+            train = (
+                costs.spot_wall_hours(c.train_hours, a.spot_interruptions_per_hour) if p == "spot" else c.train_hours
+            )
+            wall[(i, p)] = a.setup_hours + train
+    rules: dict[tuple[int, int], list[Offer]] = {}
+    for o in members:
+        rules.setdefault((o.billing_increment_s, o.min_billing_s), []).append(o)
+
+    best_of: dict[int, tuple[float, float, int, Pricing]] = {}  # id(offer) -> (cost, hours, cfg, pricing)
+    best_for_cfg: dict[tuple[int, Pricing], tuple[float, Offer]] = {}
+    inf = float("inf")
+    cap_budget = inf if budget is None else budget
+    for p in pricings:
+        spot = p == "spot"
+        on_time = [i for i in range(len(cfgs)) if deadline is None or wall[(i, p)] <= deadline]
+        if not on_time:
+            continue
+        for (inc, mn), offs in rules.items():
+            factor = {i: costs.billed_hours(wall[(i, p)], inc, mn) * cfgs[i].nodes * runs for i in on_time}
+            order = sorted(on_time, key=lambda i: (factor[i], wall[(i, p)]))
+            # Per config in cost order: (index, cost factor, RAM and vCPUs a node needs, hours).
+            steps = [(i, factor[i], cfgs[i].ram_gb_per_node, cfgs[i].cores_per_node, wall[(i, p)]) for i in order]
+            priced: list[tuple[float, float, float, Offer]] = []
+            for o in offs:
+                price = o.spot_price_hour if spot else o.price_hour
+                if price is not None:
+                    priced.append((price, inf if o.ram_gb is None else o.ram_gb,
+                                   inf if o.vcpus is None else o.vcpus, o))
+            for price, ram, cpu, o in priced:
+                for i, f, need_ram, need_cpu, hours in steps:
+                    if ram < need_ram or cpu < need_cpu:
+                        continue
+                    cost = price * f
+                    if cost <= cap_budget:
+                        cur = best_of.get(id(o))
+                        if cur is None or cost < cur[0] or (cost == cur[0] and hours < cur[1]):
+                            best_of[id(o)] = (cost, hours, i, p)
+                    break  # later configurations of this offer only cost more
+            priced.sort(key=lambda r: r[0])
+            for i, f, need_ram, need_cpu, _hours in steps:
+                for price, ram, cpu, o in priced:
+                    if ram < need_ram or cpu < need_cpu:
+                        continue
+                    cost = price * f
+                    if cost <= cap_budget:
+                        prev = best_for_cfg.get((i, p))
+                        if prev is None or cost < prev[0]:
+                            best_for_cfg[(i, p)] = (cost, o)
+                    break
+
+    feasible = 0
+    for o in members:
+        best = best_of.get(id(o))
+        if best is None:
+            tally.add(_offer_reason(o, cfgs, pricings, wall, deadline), _offer_label(o))
+            continue
+        feasible += 1
+        per_offer.append((best[0], best[1], o, gpu, cfgs[best[2]], best[3]))
+    for (i, p), (_, o) in best_for_cfg.items():
+        config_best.append(_cloud_candidate(o, gpu, cfgs[i], p, runs, a))
+    return feasible
+
+
+def _offer_reason(
+    o: Offer,
+    cfgs: list[_Config],
+    pricings: list[Pricing],
+    wall: Mapping[tuple[int, Pricing], float],
+    deadline: float | None,
+) -> str:
+    """Why no configuration of this offer works: the deepest check any configuration reached."""
+    reason: str | None = None
+    for p in pricings:
+        if (o.spot_price_hour if p == "spot" else o.price_hour) is None:
+            reason = _deeper(reason, NO_PRICE)
+            continue
+        for i, c in enumerate(cfgs):
+            r = _host_reason(c, o)
+            if r is None:
+                r = LATE if deadline is not None and wall[(i, p)] > deadline else OVER_BUDGET
+            reason = _deeper(reason, r)
+    return reason or NO_PRICE

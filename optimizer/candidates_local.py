@@ -1,0 +1,162 @@
+"""Local options: builds x units x sharding -> a purchase Candidate, or a rejection reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from optimizer import costs
+from optimizer.candidates_estimator import Estimator, ShardingChoices, _canonical, _estimate, _wanted_gpus
+from optimizer.candidates_rejections import (
+    EXCLUDED,
+    LATE,
+    NO_HOST_CPU,
+    NO_HOST_RAM,
+    NO_VRAM,
+    OVER_BUDGET,
+    TOO_MANY_GPUS,
+    UNKNOWN_GPU,
+    UNSUPPORTED,
+    RejectionTally,
+    _deeper,
+)
+from optimizer.candidates_types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions
+from optimizer.results import Estimate
+from optimizer.workload import Constraints, Workload
+from pricing.offer import LocalBuild
+
+
+def local_candidates(
+    workload: Workload,
+    constraints: Constraints,
+    builds: Iterable[LocalBuild],
+    *,
+    runs: int,
+    estimator: Estimator,
+    shardings: ShardingChoices,
+    assumptions: CostAssumptions,
+    tally: RejectionTally,
+    memo: dict[tuple[str, int, str | None], Estimate | str],
+) -> list[Candidate]:
+    """Every feasible (build, units, sharding) as a purchase candidate."""
+    if not constraints.include_local:
+        return []
+    providers = {p.lower() for p in constraints.providers} if constraints.providers else None
+    gpus = _wanted_gpus(constraints)
+    max_gpus = min(constraints.max_gpus or MAX_TOTAL_GPUS, MAX_TOTAL_GPUS)
+    kwh = assumptions.electricity_usd_per_kwh
+    if kwh is None:
+        kwh = constraints.electricity_usd_per_kwh
+    out: list[Candidate] = []
+    for b in builds:
+        label = f"local/{b.id}"
+        gpu = _canonical(b.gpu)
+        if gpu is None:
+            tally.add(UNKNOWN_GPU, label)
+            continue
+        if (providers is not None and "local" not in providers) or (gpus is not None and gpu not in gpus):
+            tally.add(EXCLUDED, label)
+            continue
+        reason: str | None = None
+        found = False
+        for units in range(1, assumptions.max_local_units + 1):
+            total = b.gpu_count * units
+            if total > max_gpus:
+                reason = _deeper(reason, TOO_MANY_GPUS)
+                break
+            for sharding in _local_sharding_calls(workload, total, units, shardings):
+                key = (gpu, total, sharding)
+                est = memo.get(key)
+                if est is None:
+                    est = memo[key] = _estimate(estimator, workload, gpu, total, sharding)
+                if isinstance(est, str):
+                    reason = _deeper(reason, est)
+                    continue
+                r = _local_reason(b, est, units, constraints, assumptions.strict_host)
+                if r is not None:
+                    reason = _deeper(reason, r)
+                    continue
+                cand = _local_candidate(b, gpu, est, units, runs, kwh, assumptions)
+                if constraints.budget_usd is not None and cand.cost_usd > constraints.budget_usd:
+                    reason = _deeper(reason, OVER_BUDGET)
+                    continue
+                out.append(cand)
+                found = True
+        if not found:
+            tally.add(reason or UNSUPPORTED, label)
+    return out
+
+
+def _local_sharding_calls(
+    workload: Workload, total: int, units: int, shardings: ShardingChoices
+) -> list[str | None]:
+    """Machines at home talk over Ethernet: more units may split the batch (DDP, ZeRO-1/2) but are
+    not a way to shard one model that does not fit a single machine."""
+    if total <= 1:
+        return [None]
+    return [s for s in shardings(workload.sharding, total) if units == 1 or s not in ("zero3", "fsdp")]
+
+
+def _local_reason(
+    b: LocalBuild, est: Estimate, units: int, constraints: Constraints, strict_host: bool = True
+) -> str | None:
+    if not est.fits or est.memory_gb.total_per_gpu > b.gpu_vram_gb * GIB_PER_GB:
+        return NO_VRAM
+    # The estimator sizes one node of up to 8 GPUs; each unit is one node.
+    share = b.gpu_count / min(b.gpu_count * units, 8)
+    if strict_host and b.ram_gb < est.host.ram_gb * share:
+        return NO_HOST_RAM
+    if strict_host and b.cpu_cores < est.host.cpu_cores * share:
+        return NO_HOST_CPU
+    deadline = constraints.deadline_hours
+    # A machine not yet bought has to be delivered and assembled first.
+    if deadline is not None and est.hours + b.lead_time_days * 24 > deadline:
+        return LATE
+    return None
+
+
+def _local_candidate(
+    b: LocalBuild, gpu: str, est: Estimate, units: int, runs: int, kwh: float | None, a: CostAssumptions
+) -> Candidate:
+    usd_per_kwh = b.electricity_usd_per_kwh if kwh is None else kwh
+    bc = costs.buy_cost(
+        b.price_usd,
+        units,
+        est.hours,
+        runs,
+        load_power_w=b.load_power_w,
+        idle_power_w=b.idle_power_w,
+        usd_per_kwh=usd_per_kwh,
+        resale_fraction=b.resale_fraction,
+        lifetime_months=b.lifetime_months,
+        held_months=a.held_months,
+        psu_efficiency=a.psu_efficiency,
+    )
+    breakdown = bc.breakdown()
+    breakdown["usd_per_kwh"] = usd_per_kwh
+    breakdown["lead_time_hours"] = b.lead_time_days * 24
+    return Candidate(
+        key=f"local/{b.id}/{units}/{est.sharding}",
+        kind="local",
+        provider="local",
+        region=None,
+        zone=None,
+        instance_type=b.id,
+        gpu=gpu,
+        gpus_per_node=b.gpu_count,
+        nodes=units,
+        pricing="purchase",
+        hourly_usd=costs.energy_cost_usd(1.0, b.load_power_w, usd_per_kwh, a.psu_efficiency) * units,
+        hours=est.hours,
+        fixed_usd=bc.capex_usd - bc.resale_usd,
+        cost_per_run_usd=bc.energy_per_run_usd,
+        runs=runs,
+        memory_need_gb_per_gpu=est.memory_gb.total_per_gpu,
+        vram_gb_per_gpu=b.gpu_vram_gb,
+        sharding=est.sharding or "none",
+        breakdown=breakdown,
+        source=b.source,
+        as_of=b.as_of,
+        total_gpus=b.gpu_count * units,
+        lead_hours=b.lead_time_days * 24,
+        capex_usd=bc.capex_usd,
+    )

@@ -1,0 +1,75 @@
+"""What option generation answers: ``Candidate`` and ``CandidateSet``, the ``CostAssumptions`` it
+prices with, and its limits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from optimizer import costs
+from optimizer.candidates_rejections import RejectionTally
+
+Pricing = Literal["on_demand", "spot", "purchase"]
+
+MAX_NODES = 4
+MAX_TOTAL_GPUS = 64
+MAX_LOCAL_UNITS = 2
+GIB_PER_GB = 2**30 / 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class CostAssumptions:
+    """Knobs of the cost model that are assumptions rather than prices; echoed in answers."""
+
+    setup_hours: float = costs.SETUP_HOURS
+    spot_interruptions_per_hour: float = costs.SPOT_INTERRUPTIONS_PER_HOUR
+    psu_efficiency: float = costs.PSU_EFFICIENCY
+    electricity_usd_per_kwh: float | None = None  # None: each build's own figure
+    held_months: float | None = None  # None: a build is held for its lifetime, then sold
+    max_nodes: int = MAX_NODES
+    max_local_units: int = MAX_LOCAL_UNITS
+    # False: a named machine is judged on its GPUs only; host shortfalls become notes, not rejections.
+    strict_host: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    key: str
+    kind: Literal["cloud", "local"]
+    provider: str
+    region: str | None
+    zone: str | None
+    instance_type: str
+    gpu: str
+    gpus_per_node: float
+    nodes: int
+    pricing: Pricing
+    hourly_usd: float  # all nodes together; for a purchase, energy per hour at load
+    hours: float  # wall hours per run
+    fixed_usd: float  # paid once whatever the runs (purchase: capex - resale)
+    cost_per_run_usd: float
+    runs: int
+    memory_need_gb_per_gpu: float
+    vram_gb_per_gpu: float
+    sharding: str
+    breakdown: Mapping[str, float]
+    source: str | None = None
+    as_of: datetime | None = None
+    total_gpus: float = 1.0
+    lead_hours: float = 0.0
+    capex_usd: float = 0.0
+
+    @property
+    def cost_usd(self) -> float:
+        return self.fixed_usd + self.cost_per_run_usd * self.runs
+
+
+@dataclass(slots=True)
+class CandidateSet:
+    pareto: list[Candidate]  # non-dominated in (hours, cost): what the ILP sees
+    ranked: list[Candidate]  # cheapest first, one per offer (zones merged) or build; about 4 x top
+    rejected: RejectionTally
+    feasible_offers: int = 0
+    estimates: int = 0
