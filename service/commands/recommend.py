@@ -25,7 +25,10 @@ from service.schemas import RecommendRequest
 def render_recommend(r: RecommendResult) -> None:
     rec = r.recommendation
     if rec is None:
-        console.print("[red]No balanced build meets the job.[/red]")
+        why = "; ".join(f"{g.reason}: {g.count} ({', '.join(g.examples[:3])})" for g in r.rejected)
+        console.print("[red]No balanced build meets the job[/red]" + (f" - {why}" if why else "."))
+        for note in r.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
     else:
         console.print(f"[bold green]{rec.name}[/bold green] ({rec.build_id}, {rec.origin}): ${rec.price_usd:,.2f}, "
                       f"{rec.hours_per_run:,.2f} h per run, ${rec.energy_per_run_usd:,.2f} energy per run")
