@@ -68,7 +68,11 @@ def lease_holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _make_source(factory: SourceLike, settings: SourceSettings) -> PriceSource:
+def _make_source(factory: SourceLike | PriceSource, settings: SourceSettings) -> PriceSource:
+    if not isinstance(factory, type) and hasattr(factory, "fetch") and hasattr(factory, "parse"):
+        # Already a source (tests, or a caller with its own clients): never rebuild it from the
+        # environment, which could reach a real provider.
+        return factory  # type: ignore[return-value]
     from_settings = getattr(factory, "from_settings", None)
     if from_settings is not None:
         return from_settings(settings)  # type: ignore[no-any-return]
@@ -79,7 +83,11 @@ def _retriable(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and exc.retriable
 
 
-def _fetch_with_retries(source: PriceSource, settings: SourceSettings) -> tuple[RawSnapshot, int]:
+def _fetch_with_retries(
+    source: PriceSource, settings: SourceSettings, on_attempt: Callable[[int], None]
+) -> RawSnapshot:
+    """``source.fetch()`` with retries; ``on_attempt`` hears each attempt's number, so the count
+    survives a fetch that finally fails."""
     attempts = int(settings.extra.get("retry_attempts", DEFAULT_ATTEMPTS))
     wait_s = float(settings.extra.get("retry_wait_s", DEFAULT_WAIT_S))
     max_wait_s = float(settings.extra.get("retry_max_wait_s", DEFAULT_MAX_WAIT_S))
@@ -97,8 +105,9 @@ def _fetch_with_retries(source: PriceSource, settings: SourceSettings) -> tuple[
     )
     for attempt in retrying:
         with attempt:
+            on_attempt(attempt.retry_state.attempt_number)
             raw = source.fetch()
-    return raw, attempt.retry_state.attempt_number
+    return raw
 
 
 def _source_label(rows: Sequence[Offer | LocalBuild], fallback: str) -> str:
@@ -156,7 +165,7 @@ def store_rows(
 
 
 def _refresh_one(
-    store: PriceStore, name: str, factory: SourceLike, settings: SourceSettings, force: bool,
+    store: PriceStore, name: str, factory: SourceLike | PriceSource, settings: SourceSettings, force: bool,
     progress: Progress,
 ) -> list[RefreshResult]:
     started = time.perf_counter()
@@ -164,6 +173,10 @@ def _refresh_one(
 
     def elapsed() -> float:
         return round(time.perf_counter() - started, 3)
+
+    def count(n: int) -> None:
+        nonlocal attempts
+        attempts = n
 
     progress(name, "start")
     try:
@@ -173,7 +186,7 @@ def _refresh_one(
         return [RefreshResult(provider=name, status="skipped", note=exc.reason, seconds=elapsed())]
     try:
         progress(name, "fetch")
-        raw, attempts = _fetch_with_retries(source, settings)
+        raw = _fetch_with_retries(source, settings, count)
         progress(name, "parse")
         rows = source.parse(raw)
         progress(name, "validate")

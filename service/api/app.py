@@ -125,6 +125,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if handle is not None:
                 stop_scheduler(handle)
+            # The store this app opened is this app's to close (pooled connections included).
+            store = getattr(app.state, "store", None)
+            if store is not None:
+                store.close()
+                app.state.store = None
 
     app = FastAPI(
         title="gpucost",
