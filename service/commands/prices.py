@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -89,6 +89,8 @@ def _import_table(doc: dict[str, Any]) -> None:
             r["status"], str(r["snapshot"]),
         )
     console.print(table)
+    if doc.get("skipped"):
+        console.print("skipped rows: " + "; ".join(f"{why}: {n}" for why, n in doc["skipped"].items()))
 
 
 class _Bars:
@@ -191,17 +193,29 @@ def register(app: typer.Typer) -> None:
         path: Annotated[Path, typer.Argument(help="a vms.csv, or a folder of <cloud>/vms.csv")],
         fmt: Annotated[str, typer.Option("--format", help="catalog format: skypilot")] = "skypilot",
         force: Annotated[bool, typer.Option("--force", help="accept a >50% drop in rows")] = False,
+        as_of: Annotated[
+            str | None,
+            typer.Option("--as-of", help="date the catalog's prices were true (YYYY-MM-DD); default: today"),
+        ] = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Load a price catalog file; each cloud in it becomes that provider's current prices."""
+        """Load a price catalog file; each cloud in it becomes that provider's current prices.
+
+        Give ``--as-of`` when the catalog is older than today, so staleness is judged honestly."""
         if fmt != "skypilot":
             raise InvalidInput("format", f"unsupported catalog format {fmt!r}; supported: skypilot")
         if not path.exists():
             raise InvalidInput("path", f"{path} does not exist")
-        from pricing.adapters.skypilot_csv import load_skypilot
+        from pricing.adapters.skypilot_csv import load_skypilot_report
         from pricing.refresh import store_rows
 
-        rows = load_skypilot(path)
+        stamp = None
+        if as_of is not None:
+            try:
+                stamp = date.fromisoformat(as_of)
+            except ValueError:
+                raise InvalidInput("as_of", f"{as_of!r} is not a date (YYYY-MM-DD)") from None
+        rows, report = load_skypilot_report(path, as_of=stamp)
         store = open_store_from_settings()
         infos = store_rows(store, "skypilot", rows, fetched_at=datetime.now(UTC), force=force)
         for info in infos:
@@ -210,6 +224,7 @@ def register(app: typer.Typer) -> None:
             "format": fmt,
             "path": str(path),
             "total_rows": sum(i.row_count for i in infos),
+            "skipped": dict(sorted(report.skipped.items())),
             "imported": [
                 {
                     "provider": i.provider, "rows": i.row_count, "previous_rows": i.previous_rows,
