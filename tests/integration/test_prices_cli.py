@@ -122,3 +122,16 @@ def test_refresh_reports_rows_and_fails_loudly(db_url: str, monkeypatch: pytest.
     assert "unchanged" in failed.stdout and "HTTP 500" in failed.stdout
     status = json.loads(runner.invoke(app, ["prices", "status", "--json"]).stdout)
     assert "HTTP 500" in next(p for p in status["providers"] if p["provider"] == "vast")["last_error"]
+
+
+def test_import_as_of_dates_the_prices_and_reports_skips(db_url: str, reference_dir: Path) -> None:
+    catalog = reference_dir / "skypilot-catalog" / "lambda" / "vms.csv"
+    result = runner.invoke(app, ["prices", "import", str(catalog), "--as-of", "2025-11-30", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["skipped"] == {"no GPU (CPU-only row)": 34}
+    status = json.loads(runner.invoke(app, ["prices", "status", "--json"]).stdout)
+    lam = next(p for p in status["providers"] if p["provider"] == "lambda")
+    assert lam["as_of"].startswith("2025-11-30") and lam["stale"] is True
+    bad = runner.invoke(app, ["prices", "import", str(catalog), "--as-of", "last year"])
+    assert bad.exit_code == 2 and "as_of" in bad.stderr
