@@ -1,0 +1,157 @@
+"""Reading current prices: offers and builds of every provider's current snapshot, memoised per
+process and keyed by the set of current snapshots. Mixed into ``PriceStore``, on its transactions."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+
+from optimizer.errors import InvalidInput
+from optimizer.gpus import canonical_gpu
+from pricing.offer import LocalBuild, Offer
+from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers, _snap
+
+
+@dataclass(frozen=True)
+class _Current:
+    """The current snapshot of one provider, as the version check reads it."""
+
+    id: int
+    provider: str
+    content_hash: str
+    as_of: datetime
+    row_count: int
+
+
+def _did_you_mean(name: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+class Reads:
+    """Current-price reads of ``PriceStore``."""
+
+    def current_rows(self, provider: str) -> int | None:
+        """Row count of ``provider``'s current snapshot, None if it has none."""
+        self.ensure_seeded()
+        with self._read() as conn:
+            row = self._current_of(conn, provider)
+        return int(row.row_count) if row else None
+
+    def _currents(self) -> list[_Current]:
+        with self._read() as conn:
+            result = conn.execute(
+                select(_snap.c.id, _snap.c.provider, _snap.c.content_hash, _snap.c.as_of, _snap.c.row_count)
+                .where(_snap.c.is_current)
+                .order_by(_snap.c.provider)
+            )
+            return [_Current(int(r.id), r.provider, r.content_hash, r.as_of, int(r.row_count)) for r in result]
+
+    @staticmethod
+    def _version(currents: Sequence[_Current]) -> tuple[tuple[str, int], ...]:
+        return tuple((c.provider, c.id) for c in currents)
+
+    def all_offers(self) -> list[Offer]:
+        """Every offer of every provider's current snapshot (a new list each call)."""
+        self.ensure_seeded()
+        version = self._version(self._currents())
+        memo = self._offers_memo
+        if memo is not None and memo[0] == version:
+            return list(memo[1])
+        with self._lock:
+            memo = self._offers_memo
+            if memo is None or memo[0] != version:
+                memo = (version, self._load_offers([i for _, i in version]))
+                self._offers_memo = memo
+        return list(memo[1])
+
+    def _load_offers(self, snapshot_ids: list[int]) -> list[Offer]:
+        if not snapshot_ids:
+            return []
+        cols = [_offers.c[name] for name in _OFFER_FIELDS]
+        stmt = (
+            select(*cols)
+            .where(_offers.c.snapshot_id.in_(snapshot_ids))
+            .order_by(_offers.c.provider, _offers.c.region, _offers.c.zone, _offers.c.instance_type)
+        )
+        with self._read() as conn:
+            # Rows were validated as Offer on the way in; constructing skips a second validation.
+            return [Offer.model_construct(**row._asdict()) for row in conn.execute(stmt)]
+
+    def offers(
+        self,
+        gpu: str | None = None,
+        gpu_count: float | None = None,
+        providers: Sequence[str] | None = None,
+        regions: Sequence[str] | None = None,
+        spot: bool = False,
+        max_hourly: float | None = None,
+        limit: int | None = None,
+    ) -> list[Offer]:
+        """Matching current offers, cheapest first (by spot price with ``spot``).
+
+        Offers without the price being ranked on are left out.
+        """
+        want_gpu = canonical_gpu(gpu) if gpu else None
+        want_providers = {p.strip().lower() for p in providers} if providers else None
+        want_regions = {r.strip().lower() for r in regions} if regions else None
+
+        def price(o: Offer) -> float | None:
+            return o.spot_price_hour if spot else o.price_hour
+
+        chosen = [
+            o
+            for o in self.all_offers()
+            if (p := price(o)) is not None
+            and (want_gpu is None or o.gpu == want_gpu)
+            and (gpu_count is None or o.gpu_count == gpu_count)
+            and (want_providers is None or o.provider in want_providers)
+            and (want_regions is None or o.region.lower() in want_regions)
+            and (max_hourly is None or p <= max_hourly)
+        ]
+        chosen.sort(key=lambda o: (price(o), o.provider, o.region, o.zone or "", o.instance_type))
+        return chosen[:limit] if limit is not None else chosen
+
+    def local_builds(self) -> list[LocalBuild]:
+        self.ensure_seeded()
+        currents = self._currents()
+        version = self._version(currents)
+        memo = self._builds_memo
+        if memo is None or memo[0] != version:
+            ids = [c.id for c in currents if c.provider == LOCAL]
+            memo = (version, self._load_builds(ids))
+            self._builds_memo = memo
+        return list(memo[1])
+
+    def _load_builds(self, snapshot_ids: list[int]) -> list[LocalBuild]:
+        if not snapshot_ids:
+            return []
+        stmt = select(_builds).where(_builds.c.snapshot_id.in_(snapshot_ids)).order_by(_builds.c.build_id)
+        with self._read() as conn:
+            rows = conn.execute(stmt).all()
+        return [LocalBuild.model_validate({**r.attrs, "parts": r.parts}) for r in rows]
+
+    def local_build(self, build_id: str) -> LocalBuild:
+        builds = self.local_builds()
+        for build in builds:
+            if build.id == build_id:
+                return build
+        ids = [b.id for b in builds]
+        raise InvalidInput("buy.build", f"unknown build {build_id!r}{_did_you_mean(build_id, ids)}")
+
+    def prices_as_of(self) -> dict[str, datetime]:
+        self.ensure_seeded()
+        return {c.provider: c.as_of for c in self._currents()}
+
+    def snapshot_id(self) -> str:
+        """Stable id of the current set of snapshots: equal content gives the same id anywhere."""
+        self.ensure_seeded()
+        digest = hashlib.sha256()
+        for c in self._currents():
+            digest.update(f"{c.provider}:{c.content_hash}\n".encode())
+        return digest.hexdigest()[:16]
