@@ -7,6 +7,8 @@ so results are memoized on ``Workload.cache_key()``.
 from __future__ import annotations
 
 
+from functools import lru_cache
+
 from optimizer.errors import InvalidInput
 from optimizer.gpus import GpuSpec, canonical_gpu, gpu_spec
 from optimizer.host import host_needs, host_notes
@@ -41,6 +43,11 @@ def resolve_sharding(workload_sharding: str, gpu_count: int) -> list[str]:
 
 def _round(x: float, nd: int = 3) -> float:
     return float(round(x, nd))
+
+
+@lru_cache(maxsize=256)
+def _public(shape: ModelShape) -> dict[str, object]:
+    return shape.public()
 
 
 def _memory_gb(mem: MemoryParts) -> MemoryBreakdown:
@@ -98,17 +105,19 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         hours=_round(hours, 4),
         host=host.needs,
         notes=tuple(notes),
+        # Detail figures are rounded when serialised (Estimate.details), not here: this runs
+        # hundreds of times per quote and most details are never shown.
         details={
-            "model": shape.public(),
-            "usable_vram_gb": _round(usable),
-            "physical_vram_gb": _round(gpu.vram_gb * GIB_PER_GB),
+            "model": _public(shape),
+            "usable_vram_gb": usable,
+            "physical_vram_gb": gpu.vram_gb * GIB_PER_GB,
             "memory_parts_gb": {
-                "logits": _round(mem.logits / GB),
-                "temporary": _round(mem.temporary / GB),
-                "saved_activations": _round(mem.activations / GB),
-                "cuda_context": _round(mem.context / GB),
-                "fragmentation": _round(mem.fragmentation / GB),
-                "allocated_peak": _round(mem.allocated_peak / GB),
+                "logits": mem.logits / GB,
+                "temporary": mem.temporary / GB,
+                "saved_activations": mem.activations / GB,
+                "cuda_context": mem.context / GB,
+                "fragmentation": mem.fragmentation / GB,
+                "allocated_peak": mem.allocated_peak / GB,
             },
             "flash_attention": mem.flash_attention,
             "model_flops_per_token": tp.model_flops_per_token,
@@ -120,7 +129,7 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
                 "communication": tp.comm_seconds,
                 "total": tp.step_seconds,
             },
-            "hours_parts": {k: _round(v, 4) for k, v in hour_parts.items()},
+            "hours_parts": dict(hour_parts),
             "host_ram_parts_gb": host.ram_parts_gb,
             "host_disk_parts_gb": host.disk_parts_gb,
             "dataloader_workers": host.dataloader_workers,

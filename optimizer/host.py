@@ -108,9 +108,9 @@ def host_needs(
         "environment": ENVIRONMENT_DISK_GB,
     }
     return HostDetail(
-        needs=HostNeeds(ram_gb=round(ram, 1), cpu_cores=cores, disk_gb=round(sum(disk.values()), 1)),
-        ram_parts_gb={k: round(v, 2) for k, v in parts.items()},
-        disk_parts_gb={k: round(v, 2) for k, v in disk.items()},
+        needs=HostNeeds.model_construct(ram_gb=round(ram, 1), cpu_cores=cores, disk_gb=round(sum(disk.values()), 1)),
+        ram_parts_gb=parts,
+        disk_parts_gb=disk,
         dataloader_workers=workers,
         tokens_per_second_per_node=tps_node,
     )

@@ -5,7 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+
+
+def _round_floats(value: Any, digits: int = 4) -> Any:
+    """Floats in nested dicts and lists rounded for display (large counts keep their digits)."""
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: _round_floats(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_round_floats(v, digits) for v in value]
+    return value
 
 
 class MemoryBreakdown(BaseModel):
@@ -45,6 +56,10 @@ class Estimate(BaseModel):
     host: HostNeeds
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_serializer("details")
+    def _rounded(self, details: dict[str, Any]) -> dict[str, Any]:
+        return _round_floats(details)  # type: ignore[no-any-return]
 
 
 class Option(BaseModel):
