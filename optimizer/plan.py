@@ -127,6 +127,7 @@ def _prepare(
     estimator: Estimator,
     shardings: ShardingChoices | None,
     a: CostAssumptions,
+    rentals_per_job: int = RENTALS_PER_JOB,
 ) -> _Prepared:
     out = _Prepared([], {}, {}, [])
     one_unit = dataclasses.replace(a, max_local_units=1)
@@ -134,7 +135,7 @@ def _prepare(
         c = constraints.model_copy(update={"deadline_hours": job.deadline_hours, "budget_usd": None})
         cloud = generate(
             job.workload, c.model_copy(update={"include_local": False}), offers, [],
-            runs=1, top=RENTALS_PER_JOB * 4, estimator=estimator, shardings=shardings, assumptions=a,
+            runs=1, top=rentals_per_job * 4, estimator=estimator, shardings=shardings, assumptions=a,
         )
         # A few cheap rentals from different providers, so quotas leave somewhere to go.
         picked: list[Candidate] = []
@@ -143,7 +144,7 @@ def _prepare(
             if cand.provider not in seen:
                 picked.append(cand)
                 seen.add(cand.provider)
-            if len(picked) == RENTALS_PER_JOB:
+            if len(picked) == rentals_per_job:
                 break
         # Builds bought ahead for the plan: their lead time is modelled per month, not per run.
         local_c = c.model_copy(update={"deadline_hours": None})
@@ -231,7 +232,10 @@ def plan(
     job_inputs = [PlanJobInput.model_validate(j.model_dump()) for j in jobs]
     offer_list = list(offers)
     build_list = list(builds) if constraints.include_local else []
-    prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a)
+    # Without provider quotas a run always goes to the job's cheapest rental or to a build, so the
+    # other rentals are dominated and only make the integer program larger.
+    per_job = RENTALS_PER_JOB if quotas_gpu_hours else 1
+    prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a, per_job)
     by_id = {b.id: b for b in build_list}
     used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
     pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)

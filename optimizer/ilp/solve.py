@@ -91,10 +91,19 @@ def _swallow_highs_banner() -> None:
         _banner_done = True
 
 
+# HiGHS spends 5 % of its MIP effort on primal heuristics by default. The portfolio models find
+# good purchase plans sooner with more: bench/solve_scaling.py plans of 10 / 50 / 100 jobs x 12
+# months went from 5.2 / 10.5 / 15.1 s to 4.5 / 6.6 / 14.9 s at 0.3, same objectives.
+HIGHS_HEURISTIC_EFFORT = 0.3
+
+
 def _solver(name: str, time_limit_s: float, gap_rel: float | None = None) -> Any:
     if name == "HiGHS":
         _swallow_highs_banner()
-        return pulp.HiGHS(msg=False, timeLimit=time_limit_s, threads=1, gapRel=gap_rel)
+        return pulp.HiGHS(
+            msg=False, timeLimit=time_limit_s, threads=1, gapRel=gap_rel,
+            mip_heuristic_effort=HIGHS_HEURISTIC_EFFORT,
+        )
     if name == "CBC":
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
     return pulp.HiGHS_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
