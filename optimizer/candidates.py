@@ -17,7 +17,6 @@ from optimizer.candidates_estimator import (
     cached_estimator,
     default_estimator,
     default_shardings,
-    sharding_choices,
 )
 from optimizer.candidates_local import local_candidates
 from optimizer.candidates_rejections import (
@@ -79,7 +78,6 @@ __all__ = [
     "generate",
     "local_candidates",
     "pareto",
-    "sharding_choices",
 ]
 
 

@@ -18,14 +18,14 @@ ShardingChoices = Callable[[str, int], list[str]]
 
 @lru_cache(maxsize=1)
 def default_estimator() -> Estimator:
-    """The product's estimator, memoised for the life of the process (estimates are pure)."""
+    """The product's estimator; it memoises its own results (estimates are pure)."""
     from optimizer.estimate import estimate
 
-    return cached_estimator(estimate)
+    return estimate
 
 
 def cached_estimator(fn: Estimator, maxsize: int = 20_000) -> Estimator:
-    """Memoise a pure estimator on (workload, gpu, count, sharding)."""
+    """Memoise a pure estimator on (workload, gpu, count, sharding), for estimators that don't."""
     memo: dict[tuple[str, str, int, str | None], Estimate] = {}
 
     def run(workload: Workload, gpu: str, gpu_count: int, sharding: str | None) -> Estimate:
@@ -41,20 +41,9 @@ def cached_estimator(fn: Estimator, maxsize: int = 20_000) -> Estimator:
 
 
 def default_shardings() -> ShardingChoices:
-    try:
-        from optimizer.estimate import resolve_sharding
-    except ImportError:
-        return sharding_choices
+    from optimizer.estimate import resolve_sharding
+
     return resolve_sharding
-
-
-def sharding_choices(workload_sharding: str, gpu_count: int) -> list[str]:
-    """Strategies worth trying: none on one GPU, the requested one, or for ``auto`` the usual three."""
-    if gpu_count <= 1:
-        return ["none"]
-    if workload_sharding != "auto":
-        return [workload_sharding]
-    return ["ddp", "zero2", "zero3"]
 
 
 @lru_cache(maxsize=4096)
