@@ -15,6 +15,7 @@ Rules, each named in the error so a failed refresh says which one broke and show
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -154,3 +155,29 @@ def validate_rows(
             f"{len(rows)} rows against {previous_rows} in the last good snapshot "
             f"(more than {1 - COLLAPSE_FRACTION:.0%} fewer); use force to accept",
         )
+
+
+def price_outliers(offers: Sequence[Offer], factor: float = 2.0, min_peers: int = 3) -> list[tuple[Offer, float]]:
+    """Offers whose on-demand price per GPU-hour is more than ``factor`` away from the median of the
+    same provider's offers for that GPU (a stale or misparsed region, such as one cloud region at
+    half the price of all the others). Flagged for a person to look at, not dropped: a price can be
+    far from the median and still be right. Providers are not compared with each other: a
+    marketplace and a hyperscaler differ by more than 2x as a matter of course.
+
+    Returns (offer, price / median) pairs, most extreme first; groups with fewer than ``min_peers``
+    priced offers are not judged.
+    """
+    groups: dict[tuple[str, str], list[float]] = {}
+    for o in offers:
+        if o.price_hour is not None:
+            groups.setdefault((o.provider, o.gpu), []).append(o.price_hour / o.gpu_count)
+    medians = {key: statistics.median(prices) for key, prices in groups.items() if len(prices) >= min_peers}
+    flagged = []
+    for o in offers:
+        median = medians.get((o.provider, o.gpu))
+        if o.price_hour is None or not median:
+            continue
+        ratio = (o.price_hour / o.gpu_count) / median
+        if ratio > factor or ratio < 1.0 / factor:
+            flagged.append((o, ratio))
+    return sorted(flagged, key=lambda pair: -max(pair[1], 1.0 / pair[1]))

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from optimizer.errors import InvalidInput
+from pricing.offer import Offer
 from service.commands._common import console, emit, err_console, open_store_from_settings, parse_csv_list
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document")]
@@ -91,6 +92,31 @@ def _import_table(doc: dict[str, Any]) -> None:
     console.print(table)
     if doc.get("skipped"):
         console.print("skipped rows: " + "; ".join(f"{why}: {n}" for why, n in doc["skipped"].items()))
+    out = doc.get("outliers") or {}
+    if out.get("count"):
+        examples = ", ".join(
+            f"{e['provider']}/{e['region']} {e['instance_type']} ({e['ratio']:.2f}x)" for e in out["examples"][:5]
+        )
+        console.print(
+            f"[yellow]{out['count']} offers priced over 2x away from their provider's median for the GPU[/yellow]"
+            f" (kept; worth a look): {examples}"
+        )
+
+
+def _outlier_doc(rows: list[Offer], examples: int = 20) -> dict[str, Any]:
+    from pricing.validate import price_outliers
+
+    flagged = price_outliers(rows)
+    return {
+        "count": len(flagged),
+        "examples": [
+            {
+                "provider": o.provider, "region": o.region, "instance_type": o.instance_type, "gpu": o.gpu,
+                "price_per_gpu_hour": round((o.price_hour or 0.0) / o.gpu_count, 6), "ratio": round(ratio, 3),
+            }
+            for o, ratio in flagged[:examples]
+        ],
+    }
 
 
 class _Bars:
@@ -225,6 +251,7 @@ def register(app: typer.Typer) -> None:
             "path": str(path),
             "total_rows": sum(i.row_count for i in infos),
             "skipped": dict(sorted(report.skipped.items())),
+            "outliers": _outlier_doc(rows),
             "imported": [
                 {
                     "provider": i.provider, "rows": i.row_count, "previous_rows": i.previous_rows,
