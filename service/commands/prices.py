@@ -107,6 +107,10 @@ def _outlier_doc(rows: list[Offer], examples: int = 20) -> dict[str, Any]:
     from pricing.validate import price_outliers
 
     flagged = price_outliers(rows)
+    # One example per instance and region: zones of one region repeat the same price.
+    unique: dict[tuple[str, str, str], tuple[Offer, float]] = {}
+    for o, ratio in flagged:
+        unique.setdefault((o.provider, o.region, o.instance_type), (o, ratio))
     return {
         "count": len(flagged),
         "examples": [
@@ -114,7 +118,7 @@ def _outlier_doc(rows: list[Offer], examples: int = 20) -> dict[str, Any]:
                 "provider": o.provider, "region": o.region, "instance_type": o.instance_type, "gpu": o.gpu,
                 "price_per_gpu_hour": round((o.price_hour or 0.0) / o.gpu_count, 6), "ratio": round(ratio, 3),
             }
-            for o, ratio in flagged[:examples]
+            for o, ratio in list(unique.values())[:examples]
         ],
     }
 
