@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+# Credential chains probe the cloud metadata servers (169.254.169.254) when nothing else is set;
+# tests must not send that traffic. Set before any SDK module reads them at import time.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+os.environ.setdefault("NO_GCE_CHECK", "true")
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference"
 DATA = Path(__file__).resolve().parent / "data"
