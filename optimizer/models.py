@@ -366,9 +366,35 @@ _LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}
 _SUPPORTED = sorted(_LLAMA_LIKE | {"phi", "gpt2", "gpt_neox", "opt", "bert", "roberta", "distilbert", "t5", "mt5"})
 
 
+def check_shape(shape: ModelShape, field: str) -> ModelShape:
+    """Reject shapes no transformer has: non-positive sizes, heads that don't divide the width."""
+    sizes = {
+        "layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads, "kv_heads": shape.kv_heads,
+        "intermediate": shape.intermediate, "vocab": shape.vocab,
+    }
+    for name, value in sizes.items():
+        if not isinstance(value, int) or value <= 0:
+            raise UnsupportedConfig(field, f"{name} must be a positive integer (got {value!r})")
+    if shape.head_dim is not None and (not isinstance(shape.head_dim, int) or shape.head_dim <= 0):
+        raise UnsupportedConfig(field, f"head_dim must be a positive integer (got {shape.head_dim!r})")
+    if shape.head_dim is None and shape.hidden % shape.heads:
+        raise UnsupportedConfig(field, f"hidden size {shape.hidden} is not divisible by {shape.heads} heads")
+    if shape.heads % shape.kv_heads:
+        raise UnsupportedConfig(field, f"{shape.heads} attention heads are not divisible by {shape.kv_heads} kv heads")
+    return shape
+
+
 def model_from_hf_config(cfg: dict[str, Any]) -> ModelShape:
     """Read a Hugging Face ``config.json`` (llama, mistral, qwen2, gemma, phi, gpt2, gpt_neox, opt,
     bert, roberta, distilbert, t5)."""
+    try:
+        return check_shape(_from_hf_config(cfg), HF_FIELD)
+    except (TypeError, ValueError, ZeroDivisionError, ArithmeticError) as exc:
+        # A value of the wrong type ("hidden_size": "big", a list ...) is the config's fault.
+        raise UnsupportedConfig(HF_FIELD, f"config.json has a value gpucost cannot read: {exc}") from None
+
+
+def _from_hf_config(cfg: dict[str, Any]) -> ModelShape:
     if not isinstance(cfg, dict) or not cfg:
         raise UnsupportedConfig(HF_FIELD, "empty config.json")
     mt = cfg.get("model_type")
@@ -473,7 +499,7 @@ def _resolve_cached(key: str, kind: str) -> ModelShape:
     if kind == "name":
         return _resolve_preset(key)
     if kind == "dims":
-        return _shape_from_dims(ModelDims.model_validate_json(key))
+        return check_shape(_shape_from_dims(ModelDims.model_validate_json(key)), "workload.model")
     return model_from_hf_config(HfConfigSpec.model_validate_json(key).hf_config)
 
 

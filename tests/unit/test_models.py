@@ -190,3 +190,29 @@ def test_lora_targets_and_gqa() -> None:
     every = lora_trainable_params(shape, 16, "all-linear")
     assert every == attn + 32 * 16 * 3 * (4096 + 14336)
     assert lora_trainable_params(shape, 32, "attention") == 2 * attn
+
+
+@pytest.mark.parametrize(
+    ("cfg", "needle"),
+    [
+        ({"model_type": "llama", "hidden_size": -5, "num_hidden_layers": 2, "num_attention_heads": 1,
+          "vocab_size": 10, "intermediate_size": 4}, "hidden must be a positive integer"),
+        ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3,
+          "vocab_size": 10, "intermediate_size": 4}, "not divisible by 3 heads"),
+        ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 4}, "not divisible by 3 kv heads"),
+        ({"model_type": "gpt2", "n_embd": "wide", "n_layer": 2, "n_head": 2, "vocab_size": 10}, "cannot read"),
+    ],
+)
+def test_impossible_configs_are_rejected(cfg: dict[str, object], needle: str) -> None:
+    with pytest.raises(UnsupportedConfig) as err:
+        model_from_hf_config(cfg)
+    assert needle in err.value.reason
+    assert err.value.field == "workload.model.hf_config"
+
+
+def test_explicit_dims_must_be_a_transformer() -> None:
+    from optimizer.workload import ModelDims
+
+    with pytest.raises(UnsupportedConfig, match="not divisible"):
+        resolve_model(ModelDims(params_b=1.3, layers=24, hidden=2048, heads=24))
