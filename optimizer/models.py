@@ -336,7 +336,10 @@ def _shape_from_dims(d: ModelDims) -> ModelShape:
         hidden = max(64, int(round((params * 128 / 12) ** (1 / 3) / 64)) * 64)
     if layers is None:
         layers = max(1, round(params / (12 * hidden * hidden)))
-    heads = d.heads or max(1, hidden // 128)
+    if d.hidden is None and d.heads is not None:
+        hidden = d.heads * max(1, round(hidden / d.heads))  # a width the given heads divide
+    # Heads of 128 where the width allows, else of 64 (the derived width is a multiple of 64).
+    heads = d.heads or max(1, hidden // 128 if hidden % 128 == 0 else hidden // 64)
     kv_heads = d.kv_heads or heads
     vocab = d.vocab or 32000
     best: ModelShape | None = None
