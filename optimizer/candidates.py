@@ -14,7 +14,6 @@ from optimizer.candidates_cloud import MIN_GPUS_FOR_MULTI_NODE, _cloud_candidate
 from optimizer.candidates_estimator import (
     Estimator,
     ShardingChoices,
-    cached_estimator,
     default_estimator,
     default_shardings,
 )
@@ -71,7 +70,6 @@ __all__ = [
     "Pricing",
     "RejectionTally",
     "ShardingChoices",
-    "cached_estimator",
     "cloud_candidates",
     "default_estimator",
     "default_shardings",

@@ -1,4 +1,4 @@
-"""How option generation calls the estimator: its signature, memoisation, sharding choices, and GPU
+"""How option generation calls the estimator: its signature, sharding choices, and GPU
 names resolved once."""
 
 from __future__ import annotations
@@ -16,28 +16,11 @@ Estimator = Callable[[Workload, str, int, "str | None"], Estimate]
 ShardingChoices = Callable[[str, int], list[str]]
 
 
-@lru_cache(maxsize=1)
 def default_estimator() -> Estimator:
     """The product's estimator; it memoises its own results (estimates are pure)."""
     from optimizer.estimate import estimate
 
     return estimate
-
-
-def cached_estimator(fn: Estimator, maxsize: int = 20_000) -> Estimator:
-    """Memoise a pure estimator on (workload, gpu, count, sharding), for estimators that don't."""
-    memo: dict[tuple[str, str, int, str | None], Estimate] = {}
-
-    def run(workload: Workload, gpu: str, gpu_count: int, sharding: str | None) -> Estimate:
-        key = (workload.cache_key(), gpu, gpu_count, sharding)
-        hit = memo.get(key)
-        if hit is None:
-            if len(memo) >= maxsize:
-                memo.clear()
-            hit = memo[key] = fn(workload, gpu, gpu_count, sharding)
-        return hit
-
-    return run
 
 
 def default_shardings() -> ShardingChoices:

@@ -147,14 +147,18 @@ def store_rows(
     fetched_at: datetime,
     force: bool = False,
     source: str | None = None,
+    progress: Progress | None = None,
 ) -> list[SnapshotInfo]:
     """Write ``rows`` as one new snapshot per provider they belong to.
 
     All providers are validated before any is written, so one bad cloud in a multi-cloud file
     changes nothing. (``replace_rows`` validates again inside its transaction.)
     """
+    report = progress or _no_progress
+    report(source_name, "validate")
     groups = group_by_provider(source_name, rows)
     validate_groups(store, groups, force=force)
+    report(source_name, "store")
     return [
         store.replace_rows(
             provider, group, fetched_at=fetched_at, force=force,
@@ -189,17 +193,7 @@ def _refresh_one(
         raw = _fetch_with_retries(source, settings, count)
         progress(name, "parse")
         rows = source.parse(raw)
-        progress(name, "validate")
-        groups = group_by_provider(name, rows)
-        validate_groups(store, groups, force=force)
-        progress(name, "store")
-        infos = [
-            store.replace_rows(
-                provider, group, fetched_at=raw.fetched_at, force=force,
-                source=_source_label(group, name),
-            )
-            for provider, group in sorted(groups.items())
-        ]
+        infos = store_rows(store, name, rows, fetched_at=raw.fetched_at, force=force, progress=progress)
     except MissingCredentials as exc:
         progress(name, "skipped")
         return [RefreshResult(provider=name, status="skipped", note=exc.reason, seconds=elapsed())]

@@ -145,7 +145,6 @@ class RecommendRequest(BaseModel):
     budget_usd: Annotated[float, Field(gt=0, le=1e9)] | None = None
     deadline_hours: Annotated[float, Field(gt=0, le=100_000)] | None = None
     runs_per_month: Annotated[float, Field(gt=0, le=10_000)] = 4
-    horizon_months: Annotated[int, Field(ge=1, le=120)] = 36
 
 
 class OffersResponse(BaseModel):

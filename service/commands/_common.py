@@ -90,6 +90,16 @@ def emit(
     render_table(obj)
 
 
+def write_charts(draw: Callable[[str], bytes], png: Path | None, svg: Path | None) -> None:
+    """Write ``draw(fmt)`` to the paths given for ``--png`` / ``--svg``."""
+    for path, fmt in ((png, "png"), (svg, "svg")):
+        if path is not None:
+            try:
+                path.write_bytes(draw(fmt))
+            except OSError as exc:
+                raise InvalidInput(f"--{fmt}", f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def open_store_from_settings() -> PriceStore:
     from pricing.store.repository import open_store
     from service.settings import get_settings

@@ -8,8 +8,8 @@ import typer
 from rich.table import Table
 
 from optimizer.breakeven import BreakevenResult
-from optimizer.breakeven import breakeven as run_breakeven
-from service.commands._common import console, emit, open_store_from_settings
+from service.answers import breakeven_answer
+from service.commands._common import console, emit, open_store_from_settings, write_charts
 from service.commands.workload_flags import (
     BatchOpt,
     CkptOpt,
@@ -81,20 +81,11 @@ def register(app: typer.Typer) -> None:
             {"rent": rent or None, "buy": buy or None, "runs_per_month": runs_per_month,
              "horizon_months": horizon_months},
         )
-        store = open_store_from_settings()
-        builds = [store.local_build(req.buy.build)] if req.buy.build else store.local_builds()
-        result = run_breakeven(
-            req.workload, req.rent, req.buy, store.all_offers(), builds,
-            runs_per_month=req.runs_per_month, horizon_months=req.horizon_months,
-            electricity_usd_per_kwh=req.electricity_usd_per_kwh,
-            prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        )
+        result = breakeven_answer(req, open_store_from_settings())
         if png or svg:
-            from service.render.charts import breakeven_chart
+            from service.render.charts import breakeven_chart  # matplotlib: only when asked
 
-            for path, fmt in ((png, "png"), (svg, "svg")):
-                if path is not None:
-                    path.write_bytes(breakeven_chart(result, fmt))  # type: ignore[arg-type]
+            write_charts(lambda fmt: breakeven_chart(result, fmt), png, svg)
         if markdown and not as_json:
             from service.render.markdown import breakeven_markdown
 

@@ -5,8 +5,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from optimizer.estimate import estimate as run_estimate
-from service.commands._common import console, emit, parse_request
+from service.answers import estimate_answer
+from service.commands._common import console, emit
 from service.commands.workload_flags import (
     BatchOpt,
     CkptOpt,
@@ -75,9 +75,7 @@ def register(app: typer.Typer) -> None:
                 gradient_checkpointing=gradient_checkpointing, sharding=sharding, lora_rank=lora_rank,
                 tokens=tokens,
             ),
+            {"gpu": gpu, "gpu_count": gpus},
         )
-        overrides = {k: v for k, v in {"gpu": gpu, "gpu_count": gpus}.items() if v is not None}
-        if overrides:
-            req = parse_request({**req.model_dump(), **overrides}, EstimateRequest)
-        result = run_estimate(req.workload, req.gpu, req.gpu_count)
+        result = estimate_answer(req)
         emit(result, as_json, render_estimate)

@@ -8,8 +8,8 @@ import typer
 from rich.table import Table
 
 from optimizer.frontier import FrontierResult
-from optimizer.frontier import frontier as run_frontier
-from service.commands._common import console, emit, open_store_from_settings, parse_csv_list
+from service.answers import frontier_answer
+from service.commands._common import console, emit, open_store_from_settings, write_charts, parse_csv_list
 from service.commands.quote import option_row
 from service.commands.workload_flags import (
     BatchOpt,
@@ -62,17 +62,11 @@ def register(app: typer.Typer) -> None:
                  gradient_checkpointing=gradient_checkpointing, tokens=tokens),
             {"constraints": constraints or None, "runs": runs},
         )
-        store = open_store_from_settings()
-        result = run_frontier(
-            req.workload, req.constraints, store.all_offers(), store.local_builds(), runs=req.runs,
-            prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        )
+        result = frontier_answer(req, open_store_from_settings())
         if png or svg:
-            from service.render.charts import frontier_chart
+            from service.render.charts import frontier_chart  # matplotlib: only when asked
 
-            for path, fmt in ((png, "png"), (svg, "svg")):
-                if path is not None:
-                    path.write_bytes(frontier_chart(result, fmt))  # type: ignore[arg-type]
+            write_charts(lambda fmt: frontier_chart(result, fmt), png, svg)
         if markdown and not as_json:
             from service.render.markdown import frontier_markdown
 

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from optimizer.plan import PlanResult
-from optimizer.plan import plan as run_plan
+from service.answers import plan_answer
 from service.commands._common import console, emit, load_request, open_store_from_settings
 from service.schemas import PlanRequest
 
@@ -50,12 +50,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A team's jobs over a horizon: machines to buy and when, where each run goes, cost per month."""
         req = load_request(request, PlanRequest)
-        store = open_store_from_settings()
-        result = run_plan(
-            req.jobs, req.horizon_months, req.constraints, store.all_offers(), store.local_builds(),
-            capex_budget_usd=req.capex_budget_usd, prices_as_of=store.prices_as_of(),
-            snapshot_id=store.snapshot_id(), time_limit_s=req.time_limit_s,
-        )
+        result = plan_answer(req, open_store_from_settings())
         if markdown and not as_json:
             from service.render.markdown import plan_markdown
 

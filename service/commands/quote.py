@@ -6,8 +6,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from optimizer.quote import quote as run_quote
 from optimizer.results import Option, Quote
+from service.answers import quote_answer
 from service.commands._common import console, emit, open_store_from_settings, parse_csv_list
 from service.commands.workload_flags import (
     BatchOpt,
@@ -104,18 +104,7 @@ def register(app: typer.Typer) -> None:
             ),
             {"constraints": constraints or None, "runs": runs, "top": top},
         )
-        if request is not None and (constraints or runs or top):
-            from service.commands._common import parse_request
-
-            merged = req.model_dump()
-            merged["constraints"].update(constraints)
-            merged.update({k: v for k, v in {"runs": runs, "top": top}.items() if v is not None})
-            req = parse_request(merged, QuoteRequest)
-        store = open_store_from_settings()
-        result = run_quote(
-            req.workload, req.constraints, store.all_offers(), store.local_builds(),
-            runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        )
+        result = quote_answer(req, open_store_from_settings())
         if markdown and not as_json:
             from service.render.markdown import quote_markdown
 

@@ -7,7 +7,7 @@ import typer
 from rich.table import Table
 
 from optimizer.recommend import RecommendResult
-from optimizer.recommend import recommend as run_recommend
+from service.answers import recommend_answer
 from service.commands._common import console, emit, open_store_from_settings
 from service.commands.workload_flags import (
     BatchOpt,
@@ -20,6 +20,7 @@ from service.commands.workload_flags import (
     request_from,
 )
 from service.schemas import RecommendRequest
+from service.settings import get_settings
 
 
 def render_recommend(r: RecommendResult) -> None:
@@ -74,14 +75,7 @@ def register(app: typer.Typer) -> None:
                  gradient_checkpointing=gradient_checkpointing, tokens=tokens),
             {"budget_usd": budget, "deadline_hours": deadline_hours, "runs_per_month": runs_per_month},
         )
-        from pricing.adapters.local import bundled_parts
-
-        store = open_store_from_settings()
-        result = run_recommend(
-            req.workload, store.local_builds(), store.all_offers(), parts=list(bundled_parts()),
-            budget_usd=req.budget_usd, deadline_hours=req.deadline_hours, runs_per_month=req.runs_per_month,
-            prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        )
+        result = recommend_answer(req, open_store_from_settings(), get_settings())
         if markdown and not as_json:
             from service.render.markdown import recommend_markdown
 

@@ -9,7 +9,7 @@ import typer
 from pydantic import BaseModel
 
 from optimizer.errors import InvalidInput
-from service.commands._common import build_workload, load_request
+from service.commands._common import build_workload, load_request, parse_request
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -28,20 +28,36 @@ RankOpt = Annotated[int | None, typer.Option("--lora-rank", help="LoRA rank")]
 TokensOpt = Annotated[float | None, typer.Option("--tokens", help="tokens to train, epochs included (1e8 ok)")]
 
 
+# Flags for these request fields update the file's object rather than replace it.
+_MERGED_FIELDS = ("workload", "constraints")
+
+
 def request_from(
     request: Path | None,
     model_cls: type[M],
     workload_fields: dict[str, Any],
     extra: dict[str, Any] | None = None,
 ) -> M:
-    """The request from ``--request`` or, failing that, from workload flags plus ``extra``."""
-    if request is not None:
-        return load_request(request, model_cls)
-    if workload_fields.get("model") is None:
-        raise InvalidInput("request", "give --request FILE.json or at least --model")
-    workload = build_workload(**workload_fields)
-    data: dict[str, Any] = {"workload": workload.model_dump()}
-    data.update({k: v for k, v in (extra or {}).items() if v is not None})
-    from service.commands._common import parse_request
+    """The request from ``--request`` or from workload flags, with ``extra`` request fields.
 
+    Flags that were given override the file: ``--runs 4`` with ``--request quote.json`` quotes
+    four runs. Flags left unset (None) change nothing.
+    """
+    flags = {k: v for k, v in workload_fields.items() if v is not None}
+    overrides = {k: v for k, v in (extra or {}).items() if v is not None}
+    if request is None:
+        if "model" not in flags:
+            raise InvalidInput("request", "give --request FILE.json or at least --model")
+        data: dict[str, Any] = {"workload": build_workload(**flags).model_dump()}
+    else:
+        if not flags and not overrides:
+            return load_request(request, model_cls)
+        data = load_request(request, model_cls).model_dump()
+        if flags:
+            overrides["workload"] = flags
+    for key, value in overrides.items():
+        if key in _MERGED_FIELDS and isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
     return parse_request(data, model_cls)

@@ -5,7 +5,7 @@ from typing import Literal
 from fastapi import APIRouter, Response
 
 from optimizer.breakeven import BreakevenResult
-from optimizer.breakeven import breakeven as run_breakeven
+from service.answers import breakeven_answer
 from service.api.deps import StoreDep
 from service.schemas import BreakevenRequest
 
@@ -21,19 +21,7 @@ def breakeven(
     request: BreakevenRequest, store: StoreDep, format: Literal["json", "png", "svg", "markdown"] = "json"
 ) -> BreakevenResult | Response:
     """Rent vs buy for one workload at a cadence; ``?format=png|svg`` returns the cumulative-cost chart."""
-    builds = [store.local_build(request.buy.build)] if request.buy.build else store.local_builds()
-    result = run_breakeven(
-        request.workload,
-        request.rent,
-        request.buy,
-        store.all_offers(),
-        builds,
-        runs_per_month=request.runs_per_month,
-        horizon_months=request.horizon_months,
-        electricity_usd_per_kwh=request.electricity_usd_per_kwh,
-        prices_as_of=store.prices_as_of(),
-        snapshot_id=store.snapshot_id(),
-    )
+    result = breakeven_answer(request, store)
     if format == "json":
         return result
     if format == "markdown":

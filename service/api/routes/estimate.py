@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from optimizer.estimate import estimate as run_estimate
+from service.answers import estimate_answer
 from service.schemas import Estimate, EstimateRequest
 
 router = APIRouter(prefix="/v1", tags=["estimate"])
@@ -10,4 +10,4 @@ router = APIRouter(prefix="/v1", tags=["estimate"])
 
 @router.post("/estimate", response_model=Estimate)
 def estimate(request: EstimateRequest) -> Estimate:
-    return run_estimate(request.workload, request.gpu, request.gpu_count)
+    return estimate_answer(request)

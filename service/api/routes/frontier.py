@@ -5,7 +5,7 @@ from typing import Literal
 from fastapi import APIRouter, Response
 
 from optimizer.frontier import FrontierResult
-from optimizer.frontier import frontier as run_frontier
+from service.answers import frontier_answer
 from service.api.deps import StoreDep
 from service.schemas import QuoteRequest
 
@@ -21,15 +21,7 @@ def frontier(
     request: QuoteRequest, store: StoreDep, format: Literal["json", "png", "svg", "markdown"] = "json"
 ) -> FrontierResult | Response:
     """The Pareto set of (hours, cost) for one job; ``?format=png|svg`` draws it."""
-    result = run_frontier(
-        request.workload,
-        request.constraints,
-        store.all_offers(),
-        store.local_builds(),
-        runs=request.runs,
-        prices_as_of=store.prices_as_of(),
-        snapshot_id=store.snapshot_id(),
-    )
+    result = frontier_answer(request, store)
     if format == "json":
         return result
     if format == "markdown":

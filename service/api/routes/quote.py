@@ -4,7 +4,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Response
 
-from optimizer.quote import quote as run_quote
+from service.answers import quote_answer
 from service.api.deps import StoreDep
 from service.schemas import Quote, QuoteRequest
 
@@ -19,16 +19,7 @@ def quote(
 
     ``?format=markdown`` returns the same answer as a Markdown section for planning documents.
     """
-    result = run_quote(
-        request.workload,
-        request.constraints,
-        store.all_offers(),
-        store.local_builds(),
-        runs=request.runs,
-        top=request.top,
-        prices_as_of=store.prices_as_of(),
-        snapshot_id=store.snapshot_id(),
-    )
+    result = quote_answer(request, store)
     if format == "markdown":
         from service.render.markdown import quote_markdown
 
