@@ -31,13 +31,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from optimizer import calibration as cal  # noqa: E402
-from optimizer.estimate import clear_cache, estimate  # noqa: E402
-from optimizer.gpus import gpu_spec  # noqa: E402
-from optimizer.memory import GB, baseline_states_gb, memory_parts  # noqa: E402
-from optimizer.models import resolve_model  # noqa: E402
-from optimizer.throughput import baseline_tokens_per_second, throughput  # noqa: E402
-from optimizer.workload import Workload  # noqa: E402
+from optimizer.estimator import calibration as cal  # noqa: E402
+from optimizer.estimator.estimate import clear_cache, estimate  # noqa: E402
+from optimizer.estimator.gpus import gpu_spec  # noqa: E402
+from optimizer.estimator.memory import GB, baseline_states_gb, memory_parts  # noqa: E402
+from optimizer.estimator.shapes import resolve_model  # noqa: E402
+from optimizer.estimator.throughput import baseline_tokens_per_second, throughput  # noqa: E402
+from optimizer.estimator.workload import Workload  # noqa: E402
 
 CASE_FILES = (
     ROOT / ".." / "shared" / "reference" / "measurement_cases.jsonl",

@@ -37,15 +37,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from optimizer.estimate import estimate  # noqa: E402
-from optimizer.gpus import find_gpu  # noqa: E402
-from optimizer.models import ModelShape, count_params, resolve_model  # noqa: E402
+from optimizer.estimator.estimate import estimate  # noqa: E402
+from optimizer.estimator.gpus import find_gpu  # noqa: E402
+from optimizer.estimator.shapes import ModelShape, count_params, resolve_model  # noqa: E402
 from optimizer.results import Estimate  # noqa: E402
-from optimizer.workload import ModelDims, Workload  # noqa: E402
+from optimizer.estimator.workload import ModelDims, Workload  # noqa: E402
 
 EXIT_NO_CUDA = 2
 ROW_KEYS = ("id", "split", "kind", "request", "measured", "vram_kind", "confidence", "source", "assumptions")
-# Bytes per GB as the estimator counts them (optimizer.memory.GB), so errors compare like for like.
+# Bytes per GB as the estimator counts them (optimizer.estimator.memory.GB), so errors compare like for like.
 GB = 1e9
 
 # Default grid: models that train on one 80-141 GB card with these methods at the default sizes.

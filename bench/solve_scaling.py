@@ -19,12 +19,12 @@ from pathlib import Path
 
 from optimizer import costs
 from optimizer.candidates import CostAssumptions
-from optimizer.estimate import estimate, resolve_sharding
-from optimizer.gpus import find_gpu
+from optimizer.estimator.estimate import estimate, resolve_sharding
+from optimizer.estimator.gpus import find_gpu
 from optimizer.ilp.solve import solver_name
 from optimizer.plan import PlanJobInput, plan
 from optimizer.quote import quote
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.adapters.skypilot_csv import load_skypilot
 from pricing.offer import LocalBuild, Offer
 from pricing.snapshot.loader import load_bundled

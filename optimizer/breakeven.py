@@ -32,7 +32,7 @@ from optimizer.candidates import (
 from optimizer.errors import InvalidInput
 from optimizer.explain import rejected_groups, to_option
 from optimizer.results import Option
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 ELECTRICITY_FACTORS = (0.5, 1.0, 1.5, 2.0)

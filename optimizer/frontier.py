@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from optimizer.candidates import CostAssumptions, Estimator, ShardingChoices, default_estimator, generate
 from optimizer.explain import rejected_groups, to_option
 from optimizer.results import Option, RejectedGroup
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 

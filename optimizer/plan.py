@@ -33,7 +33,7 @@ from optimizer.ilp.portfolio import (
 )
 from optimizer.ilp.solve import SolveResult, solve
 from optimizer.results import RejectedGroup, SolverInfo
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 RENTALS_PER_JOB = 3

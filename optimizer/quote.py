@@ -14,7 +14,7 @@ from optimizer.explain import build_quote
 from optimizer.ilp.single import build_single
 from optimizer.ilp.solve import solve
 from optimizer.results import Quote
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 DEFAULT_TIME_LIMIT_S = 10.0

@@ -27,10 +27,10 @@ from optimizer.breakeven import breakeven_months, breakeven_runs
 from optimizer.candidates import Estimator, ShardingChoices, default_estimator, generate
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
 from optimizer.explain import rejected_groups, to_option
-from optimizer.gpus import find_gpu, gpu_spec
-from optimizer.host import disk_read_share, predicted_gpu_utilization
+from optimizer.estimator.gpus import find_gpu, gpu_spec
+from optimizer.estimator.host import disk_read_share, predicted_gpu_utilization
 from optimizer.results import Estimate, Option, RejectedGroup
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer, Part
 
 MIN_CPU_CORES = 8  # seeds 000 and 001: >= 8 cores / 16 threads

@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from optimizer.errors import InvalidInput
-from optimizer.gpus import canonical_gpu, gpu_spec
+from optimizer.estimator.gpus import canonical_gpu, gpu_spec
 from pricing.offer import Offer
 
 ONPREM_PROVIDER = "onprem"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from optimizer.errors import ProviderError
-from optimizer.gpus import find_gpu
+from optimizer.estimator.gpus import find_gpu
 from pricing.offer import LocalBuild, Offer
 
 # USD per GPU-hour. Across the SkyPilot catalog (v6-v8) per-GPU on-demand prices run from about

@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "reference"
 import pandas as pd
 sys.path.insert(0, str(ROOT))
-from optimizer.gpus import find_gpu, gpu_spec
+from optimizer.estimator.gpus import find_gpu, gpu_spec
 
 REF = str(SHARED / "skypilot-catalog")
 GIB = 1.073741824

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from optimizer.breakeven import BreakevenResult, breakeven
 from optimizer.errors import ProviderError
-from optimizer.estimate import estimate
+from optimizer.estimator.estimate import estimate
 from optimizer.frontier import FrontierResult, frontier
 from optimizer.plan import PlanResult, plan
 from optimizer.quote import quote

@@ -20,7 +20,7 @@ from optimizer.results import (
     RejectedGroup,
     SolverInfo,
 )
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 __all__ = [

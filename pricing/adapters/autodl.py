@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from optimizer.errors import InvalidInput
-from optimizer.gpus import canonical_gpu, gpu_spec
+from optimizer.estimator.gpus import canonical_gpu, gpu_spec
 from pricing.currency import fx_rate
 from pricing.errors import ProviderError
 from pricing.offer import Offer

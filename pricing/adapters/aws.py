@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from optimizer.gpus import find_gpu, gpu_spec
+from optimizer.estimator.gpus import find_gpu, gpu_spec
 from pricing.errors import MissingCredentials, ProviderError
 from pricing.offer import Offer
 from pricing.source import RawSnapshot, SourceSettings, register

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import yaml
 
 from optimizer.errors import InvalidInput, UnsupportedConfig
-from optimizer.gpus import canonical_gpu, gpu_spec
+from optimizer.estimator.gpus import canonical_gpu, gpu_spec
 from pricing.adapters.autodl import parse_price
 from pricing.currency import to_usd
 from pricing.offer import LocalBuild, Part

@@ -19,7 +19,7 @@ Rules for the catalog's real quirks, each applied in one place below:
 - ``GpuInfo`` is a Python-repr dict (``ast.literal_eval``), or just the GPU's name. Its memory means
   per GPU on AWS and GCP, per GPU in ``TotalGpuMemoryInMiB`` on Lambda, and the whole instance
   on Vast.
-- GPUs that ``optimizer.gpus`` knows take their canonical name and VRAM; unknown ones keep their
+- GPUs that ``optimizer.estimator.gpus`` knows take their canonical name and VRAM; unknown ones keep their
   upper-cased name with the VRAM from ``GpuInfo`` (skipped when it has none).
 - Known catalog errors: Azure ``Standard_ND96isr_H100_v5`` says 12 GPUs (Microsoft documents 8);
   RunPod rows with spot above on-demand (the L40S rows) have the two swapped.
@@ -37,7 +37,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from optimizer.gpus import find_gpu, gpu_spec
+from optimizer.estimator.gpus import find_gpu, gpu_spec
 from pricing.errors import MissingCredentials, ProviderError
 from pricing.offer import Offer
 from pricing.source import RawSnapshot, SourceSettings, register
@@ -126,7 +126,7 @@ def _info_mib(info: dict[str, Any] | None, cloud: str, count: float) -> float | 
 
 
 def _gpu_name(raw: str, instance_type: str) -> tuple[str, bool]:
-    """(name, known): canonical when optimizer.gpus knows it, else the upper-cased raw name."""
+    """(name, known): canonical when optimizer.estimator.gpus knows it, else the upper-cased raw name."""
     canon = find_gpu(raw)
     if canon is None:
         return raw.strip().upper(), False

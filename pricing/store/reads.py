@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import select
 
 from optimizer.errors import InvalidInput
-from optimizer.gpus import canonical_gpu
+from optimizer.estimator.gpus import canonical_gpu
 from pricing.offer import LocalBuild, Offer
 from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers, _snap
 

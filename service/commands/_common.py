@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from optimizer.errors import InvalidInput
-from optimizer.workload import Workload
+from optimizer.estimator.workload import Workload
 
 if TYPE_CHECKING:
     from pricing.store.repository import PriceStore

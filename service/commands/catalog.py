@@ -5,8 +5,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from optimizer.gpus import all_gpus
-from optimizer.models import list_presets
+from optimizer.estimator.gpus import all_gpus
+from optimizer.estimator.shapes import list_presets
 from service.commands._common import console, emit
 
 

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 
-from optimizer.gpus import find_gpu
+from optimizer.estimator.gpus import find_gpu
 from pricing.offer import LocalBuild, Offer
 from pricing.source import RawSnapshot, SourceSettings, registered_sources
 

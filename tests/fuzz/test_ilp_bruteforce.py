@@ -22,7 +22,7 @@ from optimizer.ilp.portfolio import BuildUse, PortfolioBuild, PortfolioJob, Rent
 from optimizer.ilp.single import build_single
 from optimizer.ilp.solve import solve
 from optimizer.quote import quote
-from optimizer.workload import Constraints
+from optimizer.estimator.workload import Constraints
 from tests.unit.decide_fakes import WORKLOAD, FakeEstimator, brute_force_single, build, offer, shardings
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optimizer.gpus import gpu_spec
-from optimizer.memory import memory_parts
-from optimizer.models import resolve_model
-from optimizer.workload import Workload
+from optimizer.estimator.gpus import gpu_spec
+from optimizer.estimator.memory import memory_parts
+from optimizer.estimator.shapes import resolve_model
+from optimizer.estimator.workload import Workload
 
 MODELS = ["bert-base", "gpt2", "qwen2.5-0.5b", "llama-3.2-1b", "llama-2-7b", "llama-3-8b", "t5-base", "phi-2"]
 

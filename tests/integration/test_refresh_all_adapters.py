@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from moto import mock_aws
 
 import pricing.snapshot
-from optimizer.gpus import find_gpu
+from optimizer.estimator.gpus import find_gpu
 from pricing.adapters.alibaba import AlibabaSource
 from pricing.adapters.autodl import AutodlSource, bundled_folder
 from pricing.adapters.aws import AwsSource

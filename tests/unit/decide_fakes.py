@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from optimizer.gpus import gpu_spec
+from optimizer.estimator.gpus import gpu_spec
 from optimizer.results import Estimate, HostNeeds, MemoryBreakdown
-from optimizer.workload import Workload
+from optimizer.estimator.workload import Workload
 from pricing.offer import LocalBuild, Offer
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)

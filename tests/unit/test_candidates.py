@@ -12,7 +12,7 @@ from optimizer.candidates import (
     generate,
     pareto,
 )
-from optimizer.workload import Constraints
+from optimizer.estimator.workload import Constraints
 from tests.unit.decide_fakes import WORKLOAD, FakeEstimator, brute_force_single, build, offer, shardings
 
 
@@ -122,7 +122,7 @@ def test_gpu_partitions_run_at_their_share(gpn: float) -> None:
 
 def test_zero3_is_tried_when_lighter_schemes_do_not_fit() -> None:
     """Llama-2-7B full fine-tuning needs ZeRO-3 to fit two 24 GB cards (real estimator)."""
-    from optimizer.workload import Workload
+    from optimizer.estimator.workload import Workload
 
     w = Workload(model="llama-2-7b", precision="bf16-true", optimizer="adamw_8bit", micro_batch_size=1,
                  seq_len=512, gradient_checkpointing=True)

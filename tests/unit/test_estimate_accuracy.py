@@ -17,9 +17,9 @@ import pytest
 from pydantic import ValidationError
 
 from optimizer.errors import InvalidInput, UnknownGpu, UnknownModel
-from optimizer.estimate import estimate, resolve_sharding, usable_vram_gb
-from optimizer.gpus import gpu_spec
-from optimizer.workload import Workload
+from optimizer.estimator.estimate import estimate, resolve_sharding, usable_vram_gb
+from optimizer.estimator.gpus import gpu_spec
+from optimizer.estimator.workload import Workload
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,8 +50,8 @@ def cases(bench: ModuleType) -> list:
 
 
 def _errors(bench: ModuleType, cases: list) -> tuple[list[float], list[float], list[float]]:
-    from optimizer.memory import baseline_states_gb
-    from optimizer.models import resolve_model
+    from optimizer.estimator.memory import baseline_states_gb
+    from optimizer.estimator.shapes import resolve_model
 
     v, vb, t = [], [], []
     for c in bench.vram_cases(cases):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from optimizer.frontier import frontier
-from optimizer.workload import Constraints
+from optimizer.estimator.workload import Constraints
 from tests.unit.decide_fakes import AS_OF, WORKLOAD, FakeEstimator, brute_force_single, build, offer, shardings
 
 OFFERS = [offer("a10g-1", "A10G", 1, 1.0), offer("a100-8", "A100", 8, 30.0), offer("h100-8", "H100", 8, 90.0),

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.errors import UnknownGpu
-from optimizer.gpus import all_gpus, canonical_gpu, find_gpu, gpu_spec
+from optimizer.estimator.gpus import all_gpus, canonical_gpu, find_gpu, gpu_spec
 
 CONTRACT_NAMES = [
     "T4", "V100", "V100-32GB", "A10", "A10G", "L4", "L40S", "A100", "A100-80GB", "H100", "H200",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from optimizer.estimate import estimate
-from optimizer.host import disk_read_share, predicted_gpu_utilization, workers_needed
-from optimizer.workload import Workload
+from optimizer.estimator.estimate import estimate
+from optimizer.estimator.host import disk_read_share, predicted_gpu_utilization, workers_needed
+from optimizer.estimator.workload import Workload
 
 
 def test_ram_floor_and_growth_with_model() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from optimizer.errors import InvalidInput, UnsupportedConfig
-from optimizer.gpus import gpu_spec
+from optimizer.estimator.gpus import gpu_spec
 from pricing.adapters.local import (
     LocalSource,
     all_builds,

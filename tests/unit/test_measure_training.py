@@ -10,8 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from optimizer.models import resolve_model
-from optimizer.workload import Workload
+from optimizer.estimator.shapes import resolve_model
+from optimizer.estimator.workload import Workload
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.gpus import gpu_spec
-from optimizer.memory import GB, layer_bytes_per_token, memory_parts
-from optimizer.models import resolve_model
-from optimizer.workload import ModelDims, Workload
+from optimizer.estimator.gpus import gpu_spec
+from optimizer.estimator.memory import GB, layer_bytes_per_token, memory_parts
+from optimizer.estimator.shapes import resolve_model
+from optimizer.estimator.workload import ModelDims, Workload
 
 
 def _w(**kw: object) -> Workload:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from optimizer.errors import UnknownModel, UnsupportedConfig
-from optimizer.models import (
+from optimizer.estimator.shapes import (
     list_presets,
     lora_trainable_params,
     model_from_hf_config,
     preset_names,
     resolve_model,
 )
-from optimizer.workload import HfConfigSpec, ModelDims
+from optimizer.estimator.workload import HfConfigSpec, ModelDims
 
 # Parameter counts published on each model's hub page / by transformers' num_parameters().
 PUBLISHED_PARAMS = {
@@ -212,7 +212,7 @@ def test_impossible_configs_are_rejected(cfg: dict[str, object], needle: str) ->
 
 
 def test_explicit_dims_must_be_a_transformer() -> None:
-    from optimizer.workload import ModelDims
+    from optimizer.estimator.workload import ModelDims
 
     with pytest.raises(UnsupportedConfig, match="not divisible"):
         resolve_model(ModelDims(params_b=1.3, layers=24, hidden=2048, heads=24))

@@ -6,7 +6,7 @@ import pytest
 
 from optimizer.errors import InvalidInput
 from optimizer.quote import quote
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from tests.unit.decide_fakes import (
     AS_OF,
     WORKLOAD,

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.recommend import MIN_CPU_CORES, MIN_RAM_GB, compose_builds, recommend
-from optimizer.workload import Workload
+from optimizer.estimator.workload import Workload
 from pricing.offer import Part
 from tests.unit.decide_fakes import AS_OF, SYNTHETIC, WORKLOAD, FakeEstimator, build, offer, shardings
 

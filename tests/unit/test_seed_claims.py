@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.estimate import estimate
-from optimizer.workload import Workload
+from optimizer.estimator.estimate import estimate
+from optimizer.estimator.workload import Workload
 
 
 def _bert(seq: int, precision: str = "fp32", flash: bool = True) -> float:

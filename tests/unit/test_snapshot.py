@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.gpus import find_gpu
+from optimizer.estimator.gpus import find_gpu
 from pricing.currency import fx_rate
 from pricing.snapshot import load_bundled
 from pricing.validate import validate_rows

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.estimate import estimate
-from optimizer.gpus import gpu_spec
-from optimizer.models import resolve_model
-from optimizer.throughput import (
+from optimizer.estimator.estimate import estimate
+from optimizer.estimator.gpus import gpu_spec
+from optimizer.estimator.shapes import resolve_model
+from optimizer.estimator.throughput import (
     effective_peak_tflops,
     forward_flops_per_token,
     train_flops,
     training_flops_per_token,
 )
-from optimizer.workload import Workload
+from optimizer.estimator.workload import Workload
 
 
 def _w(**kw: object) -> Workload:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from optimizer.workload import Constraints, HfConfigSpec, ModelDims, Workload
+from optimizer.estimator.workload import Constraints, HfConfigSpec, ModelDims, Workload
 
 
 def test_contract_example_parses() -> None:

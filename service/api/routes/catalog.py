@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from optimizer.gpus import all_gpus
-from optimizer.models import list_presets
+from optimizer.estimator.gpus import all_gpus
+from optimizer.estimator.shapes import list_presets
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 

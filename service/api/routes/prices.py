@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from optimizer.gpus import canonical_gpu
+from optimizer.estimator.gpus import canonical_gpu
 from pricing.refresh import RefreshResult, refresh_exclusive
 from service.api.deps import AdminDep, SettingsDep, StoreDep
 from service.schemas import OffersResponse, PricesStatus

@@ -1,7 +1,7 @@
 """Option generation: offers x nodes x sharding x pricing, and builds x units -> a Candidate, or a
 rejection reason counted in a ``RejectionTally``.
 
-Cloud offers are priced in ``candidates_cloud``, local builds in ``candidates_local``; this module
+Cloud offers are priced in ``candidates.cloud``, local builds in ``candidates.local``; this module
 joins them, prunes to the Pareto set and ranks, and is where callers import everything from.
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
-from optimizer.candidates_cloud import MIN_GPUS_FOR_MULTI_NODE, _cloud_candidate, _Config, cloud_candidates
-from optimizer.candidates_estimator import (
+from optimizer.candidates.cloud import MIN_GPUS_FOR_MULTI_NODE, _cloud_candidate, _Config, cloud_candidates
+from optimizer.candidates.estimator import (
     Estimator,
     ShardingChoices,
     default_estimator,
     default_shardings,
 )
-from optimizer.candidates_local import local_candidates
-from optimizer.candidates_rejections import (
+from optimizer.candidates.local import local_candidates
+from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
     NO_HOST_CPU,
@@ -32,7 +32,7 @@ from optimizer.candidates_rejections import (
     UNSUPPORTED,
     RejectionTally,
 )
-from optimizer.candidates_types import (
+from optimizer.candidates.types import (
     GIB_PER_GB,
     MAX_LOCAL_UNITS,
     MAX_NODES,
@@ -43,7 +43,7 @@ from optimizer.candidates_types import (
     Pricing,
 )
 from optimizer.results import Estimate
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 __all__ = [

@@ -1,6 +1,6 @@
 """GPU catalog: canonical names (SkyPilot's accelerator names where one exists), aliases and specs.
 
-Specs come from ``optimizer/data/gpu_specs.csv``; each row names its source. Tensor TFLOPs are
+Specs come from ``optimizer/estimator/data/gpu_specs.csv``; each row names its source. Tensor TFLOPs are
 dense (no sparsity); GeForce cards are listed with FP32 accumulate, the rate mixed-precision
 training actually gets.
 """
@@ -87,7 +87,7 @@ def _opt_float(v: str) -> float | None:
 def _catalog() -> tuple[dict[str, GpuSpec], dict[str, str]]:
     specs: dict[str, GpuSpec] = {}
     index: dict[str, str] = {}
-    text = resources.files("optimizer").joinpath("data/gpu_specs.csv").read_text(encoding="utf-8")
+    text = resources.files("optimizer.estimator").joinpath("data/gpu_specs.csv").read_text(encoding="utf-8")
     for row in csv.DictReader(text.splitlines()):
         aliases = tuple(a.strip() for a in row["aliases"].split(";") if a.strip())
         spec = GpuSpec(

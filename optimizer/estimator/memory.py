@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer import calibration as cal
-from optimizer.gpus import GpuSpec
-from optimizer.models import ModelShape, lora_trainable_params
-from optimizer.workload import Workload
+from optimizer.estimator import calibration as cal
+from optimizer.estimator.gpus import GpuSpec
+from optimizer.estimator.shapes import ModelShape, lora_trainable_params
+from optimizer.estimator.workload import Workload
 
 GB = 1e9
 ZERO_STAGE = {"ddp": 0, "auto": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}

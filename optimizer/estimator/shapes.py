@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from optimizer.errors import UnknownModel, UnsupportedConfig
-from optimizer.workload import HfConfigSpec, ModelDims
+from optimizer.estimator.workload import HfConfigSpec, ModelDims
 
 Arch = Literal["decoder", "encoder", "encoder-decoder"]
 HF_FIELD = "workload.model.hf_config"

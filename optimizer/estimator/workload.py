@@ -1,7 +1,7 @@
 """The Workload: what is trained, how, and for how long (CONTRACT "Workload").
 
 Pure value objects. The model may be a preset name, explicit dimensions, or a Hugging Face
-``config.json``; it is resolved to a ``ModelShape`` by ``optimizer.models``.
+``config.json``; it is resolved to a ``ModelShape`` by ``optimizer.estimator.shapes``.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
-from optimizer.candidates_rejections import UNSUPPORTED
+from optimizer.candidates.rejections import UNSUPPORTED
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
-from optimizer.gpus import canonical_gpu, find_gpu
+from optimizer.estimator.gpus import canonical_gpu, find_gpu
 from optimizer.results import Estimate
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 
 Estimator = Callable[[Workload, str, int, "str | None"], Estimate]
 ShardingChoices = Callable[[str, int], list[str]]
@@ -18,13 +18,13 @@ ShardingChoices = Callable[[str, int], list[str]]
 
 def default_estimator() -> Estimator:
     """The product's estimator; it memoises its own results (estimates are pure)."""
-    from optimizer.estimate import estimate
+    from optimizer.estimator.estimate import estimate
 
     return estimate
 
 
 def default_shardings() -> ShardingChoices:
-    from optimizer.estimate import resolve_sharding
+    from optimizer.estimator.estimate import resolve_sharding
 
     return resolve_sharding
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from optimizer.errors import InvalidInput
-from optimizer.gpus import GpuSpec, canonical_gpu, gpu_spec
-from optimizer.host import host_needs, host_notes
-from optimizer.memory import GB, MemoryParts, memory_parts
-from optimizer.models import ModelShape, resolve_model
+from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
+from optimizer.estimator.host import host_needs, host_notes
+from optimizer.estimator.memory import GB, MemoryParts, memory_parts
+from optimizer.estimator.shapes import ModelShape, resolve_model
 from optimizer.results import Estimate, MemoryBreakdown
-from optimizer.throughput import run_hours, throughput, train_flops
-from optimizer.workload import Workload
+from optimizer.estimator.throughput import run_hours, throughput, train_flops
+from optimizer.estimator.workload import Workload
 
 # Lightest first: each step shards more state at the price of more communication.
 AUTO_ORDER = ("ddp", "zero2", "zero3")

@@ -17,11 +17,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from optimizer import calibration as cal
-from optimizer.memory import MemoryParts
-from optimizer.models import ModelShape
+from optimizer.estimator import calibration as cal
+from optimizer.estimator.memory import MemoryParts
+from optimizer.estimator.shapes import ModelShape
 from optimizer.results import HostNeeds
-from optimizer.workload import Workload
+from optimizer.estimator.workload import Workload
 
 GB = 1e9
 DiskKind = Literal["nvme", "sata", "hdd"]

@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optimizer import calibration as cal
-from optimizer.gpus import GpuSpec
-from optimizer.memory import ZERO_STAGE, MemoryParts, layer_bytes_per_token
-from optimizer.models import ModelShape
-from optimizer.workload import Workload
+from optimizer.estimator import calibration as cal
+from optimizer.estimator.gpus import GpuSpec
+from optimizer.estimator.memory import ZERO_STAGE, MemoryParts, layer_bytes_per_token
+from optimizer.estimator.shapes import ModelShape
+from optimizer.estimator.workload import Workload
 
 GPUS_PER_NODE = 8
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Literal
 
 from optimizer import costs
-from optimizer.candidates_rejections import RejectionTally
+from optimizer.candidates.rejections import RejectionTally
 
 Pricing = Literal["on_demand", "spot", "purchase"]
 

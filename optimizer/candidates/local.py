@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from optimizer import costs
-from optimizer.candidates_estimator import Estimator, ShardingChoices, _canonical, _estimate, _wanted_gpus
-from optimizer.candidates_rejections import (
+from optimizer.candidates.estimator import Estimator, ShardingChoices, _canonical, _estimate, _wanted_gpus
+from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
     NO_HOST_CPU,
@@ -19,9 +19,9 @@ from optimizer.candidates_rejections import (
     RejectionTally,
     _deeper,
 )
-from optimizer.candidates_types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions
+from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions
 from optimizer.results import Estimate
-from optimizer.workload import Constraints, Workload
+from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild
 
 
