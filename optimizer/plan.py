@@ -1,14 +1,18 @@
 """Portfolio plan: a team's jobs over a horizon -> what to buy and when, where each run goes.
 
-prepare (per job: the cheapest rentals that meet its deadline, and the builds it fits on) ->
-build (``ilp.portfolio``) -> solve -> explain. The same model is solved twice more with only
-rentals and with only builds, for the all-cloud and all-local comparisons.
+prepare (per job: the cheapest rentals that meet its deadline, and the builds it fits on; the
+offers come in already pruned of dominated ones) -> build (``ilp.portfolio``) -> solve
+(``ilp.portfolio_solve``: optimal within ``PLAN_GAP_REL``, proven) -> explain. For the comparisons
+the model is solved once more with only builds (all-local); all-cloud needs no solve without quotas
+(each run on its job's cheapest rental). The answer's ``timing`` splits the seconds into
+preparation, model building and solving.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
@@ -29,15 +33,15 @@ from optimizer.ilp.portfolio import (
     PortfolioBuild,
     PortfolioJob,
     RentalChoice,
-    build_portfolio,
 )
-from optimizer.ilp.solve import SolveResult, solve
+from optimizer.ilp.portfolio_solve import PLAN_GAP_REL, PortfolioSolve, solve_portfolio
+from optimizer.ilp.solve import SolveResult
 from optimizer.results import RejectedGroup, SolverInfo
 from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 RENTALS_PER_JOB = 3
-AVAILABILITY = 0.8  # share of a month an owned machine can run jobs (maintenance, other use)
+AVAILABILITY = costs.MAX_UTILIZATION  # share of a month an owned machine can run jobs (maintenance, other use)
 
 
 class PlanJobInput(BaseModel):
@@ -99,6 +103,9 @@ class PlanResult(BaseModel):
     prices_as_of: dict[str, datetime] = Field(default_factory=dict)
     snapshot_id: str = ""
     assumptions: dict[str, float] = Field(default_factory=dict)
+    # Where the time went: preparing the options (estimates, prices), building and solving the model.
+    timing: dict[str, float] = Field(default_factory=dict)
+    solve_method: str = ""
 
 
 def monthly_demand(runs_per_month: float, start_month: int, months: int) -> list[int]:
@@ -229,6 +236,7 @@ def plan(
 ) -> PlanResult:
     a = assumptions or CostAssumptions()
     est = estimator or default_estimator()
+    t0 = time.perf_counter()
     job_inputs = [PlanJobInput.model_validate(j.model_dump()) for j in jobs]
     offer_list = list(offers)
     build_list = list(builds) if constraints.include_local else []
@@ -239,34 +247,49 @@ def plan(
     by_id = {b.id: b for b in build_list}
     used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
     pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)
+    timing = {"prepare_s": time.perf_counter() - t0, "build_s": 0.0, "solve_s": 0.0}
 
-    def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild]) -> tuple[object, SolveResult]:
-        mdl = build_portfolio(
+    def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild]) -> PortfolioSolve:
+        out = solve_portfolio(
             pjobs, pb, horizon_months, hours_per_month=costs.HOURS_PER_MONTH, availability=availability,
-            capex_budget_usd=capex_budget_usd, quotas_gpu_hours=quotas_gpu_hours,
+            capex_budget_usd=capex_budget_usd, quotas_gpu_hours=quotas_gpu_hours, time_limit_s=time_limit_s,
         )
-        return mdl, solve(mdl.problem, time_limit_s)
+        timing["build_s"] += out.build_s
+        timing["solve_s"] += out.solve_s
+        return out
 
     if not prep.jobs:
         # Nothing can run anywhere: an answer, with the reasons, not an error.
         return PlanResult(
             buy=[], assignments=[], total_cost_usd=None, all_cloud_cost_usd=None, all_local_cost_usd=None,
             monthly=[], solver=solver_info(None), horizon_months=horizon_months, unplaced=prep.unplaced,
-            prices_as_of=dict(prices_as_of or {}), snapshot_id=snapshot_id,
+            prices_as_of=dict(prices_as_of or {}), snapshot_id=snapshot_id, timing=_rounded(timing),
         )
-    mdl, res = run(prep.jobs, pbuilds)
+    main = run(prep.jobs, pbuilds)
     all_cloud = all_local = None
-    if prep.jobs:
-        if all(j.rentals for j in prep.jobs if sum(j.demand)):
-            _, rc = run(_strip(prep.jobs, True, False), [])
+    if all(j.rentals for j in prep.jobs if sum(j.demand)):
+        if quotas_gpu_hours:
+            rc = run(_strip(prep.jobs, True, False), []).result
             all_cloud = rc.objective if rc.has_solution else None
-        if pbuilds and all(j.builds for j in prep.jobs if sum(j.demand)):
-            _, rl = run(_strip(prep.jobs, False, True), pbuilds)
-            all_local = rl.objective if rl.has_solution else None
-    return _explain(
-        prep, pbuilds, by_id, mdl, res, horizon_months, all_cloud, all_local,
+        else:
+            # No quotas: every run on its job's cheapest rental; nothing to solve.
+            all_cloud = sum(min(r.cost_per_run_usd for r in j.rentals) * sum(j.demand)
+                            for j in prep.jobs if sum(j.demand))
+    if pbuilds and all(j.builds for j in prep.jobs if sum(j.demand)):
+        rl = run(_strip(prep.jobs, False, True), pbuilds).result
+        all_local = rl.objective if rl.has_solution else None
+    result = _explain(
+        prep, pbuilds, by_id, main.model, main.result, horizon_months, all_cloud, all_local,
         prices_as_of or {}, snapshot_id, availability,
     )
+    result.timing = _rounded(timing)
+    result.assumptions.update(gap_rel=PLAN_GAP_REL)
+    result.solve_method = main.method
+    return result
+
+
+def _rounded(timing: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in timing.items()}
 
 
 def _explain(
@@ -299,13 +322,11 @@ def _explain(
                 buy.append(BuyItem(build=b.id, count=n, month=m, price_usd=b.price_usd, name=by_id[b.id].name))
                 capex[m] += b.price_usd * n
                 resale[months - 1] += (b.price_usd - b.net_cost_by_month[m]) * n
-        for (j, o, m), var in mdl.n.items():
-            n = res.integer(var.name)
-            if n > 0:
-                job = prep.jobs[j]
-                c = prep.rentals[job.name][o]
-                cloud[m] += c.cost_per_run_usd * n
-                assignments.append(_assign(job.name, m, c, n))
+        for (j, o, m), n in mdl.rental_runs(res.values).items():
+            job = prep.jobs[j]
+            c = prep.rentals[job.name][o]
+            cloud[m] += c.cost_per_run_usd * n
+            assignments.append(_assign(job.name, m, c, n))
         for (j, k, m), var in mdl.u.items():
             n = res.integer(var.name)
             if n > 0:

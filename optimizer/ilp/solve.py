@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -97,13 +98,33 @@ def _swallow_highs_banner() -> None:
 HIGHS_HEURISTIC_EFFORT = 0.3
 
 
-def _solver(name: str, time_limit_s: float, gap_rel: float | None = None) -> Any:
+class _WarmHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined]
+    """In-process HiGHS handed a starting solution (PuLP passes one only to the HiGHS binary)."""
+
+    def __init__(self, start: Mapping[str, float], **kw: Any) -> None:
+        super().__init__(**kw)
+        self._warm = start
+
+    def callSolver(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
+        import numpy as np
+
+        pairs = [(v.index, self._warm[v.name]) for v in lp.variables() if v.name in self._warm]
+        if pairs:
+            idx, vals = zip(*pairs, strict=True)
+            lp.solverModel.setSolution(len(idx), np.array(idx, dtype=np.int32), np.array(vals, dtype=np.float64))
+        lp.solverModel.run()
+
+
+def _solver(
+    name: str, time_limit_s: float, gap_rel: float | None = None, start: Mapping[str, float] | None = None
+) -> Any:
     if name == "HiGHS":
         _swallow_highs_banner()
-        return pulp.HiGHS(
-            msg=False, timeLimit=time_limit_s, threads=1, gapRel=gap_rel,
-            mip_heuristic_effort=HIGHS_HEURISTIC_EFFORT,
-        )
+        kw: dict[str, Any] = {
+            "msg": False, "timeLimit": time_limit_s, "threads": 1, "gapRel": gap_rel,
+            "mip_heuristic_effort": HIGHS_HEURISTIC_EFFORT,
+        }
+        return _WarmHiGHS(start, **kw) if start else pulp.HiGHS(**kw)
     if name == "CBC":
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
     return pulp.HiGHS_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
@@ -138,16 +159,18 @@ def solve(
     time_limit_s: float = 10.0,
     solver: str | None = None,
     gap_rel: float | None = None,
+    warm_start: Mapping[str, float] | None = None,
 ) -> SolveResult:
     """Solve ``problem`` within ``time_limit_s``; values of all variables come back by name.
 
     ``gap_rel`` is the relative optimality gap at which the search may stop (None: the solver's
     default, 1e-4 for HiGHS); "Optimal" then means optimal within that gap, and ``gap`` says how
-    close the answer is.
+    close the answer is. ``warm_start`` (values by variable name) is a feasible solution to start the
+    search from (HiGHS in-process only; other solvers ignore it).
     """
     name = solver or solver_name()
     start = time.perf_counter()
-    problem.solve(_solver(name, time_limit_s, gap_rel))
+    problem.solve(_solver(name, time_limit_s, gap_rel, warm_start))
     seconds = time.perf_counter() - start
     lp_status = pulp.LpStatus[problem.status]
     sol_status = getattr(problem, "sol_status", None)

@@ -1,0 +1,125 @@
+"""Time for the CLI to answer a quote once set up, against baselines measured in the same run.
+
+* baselines: ``python -c pass`` (the interpreter alone) and ``gpucost --help`` (every command
+  registered, nothing computed);
+* ``gpucost quote --model llama-3-8b --method qlora --tokens 1e8 --json`` on a store already
+  created and seeded (the set-up is timed once, apart);
+* where a quote's time goes, in a fresh process: importing the quote command, opening the store
+  (the schema check), loading the current offers, the quote itself; and which heavy libraries
+  that process never imported (the server, the charts, the cloud SDKs, the migration tool).
+
+Wall and CPU (user + system of the child) are p50 of ``--runs`` runs: on a shared, busy machine
+the CPU time is what the command itself costs.
+
+Run: .venv/bin/python bench/cli_startup.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QUOTE = ["quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "1e8", "--json"]
+
+# Libraries a quote has no use for; each would cost tens to hundreds of milliseconds to import.
+NOT_NEEDED = ["alembic", "fastapi", "uvicorn", "starlette", "matplotlib", "pandas", "boto3", "botocore",
+              "google.cloud", "alibabacloud_ecs20140526", "httpx", "pricing.adapters"]
+
+# Run in a fresh interpreter: the quote's phases, timed as the command runs them.
+PHASES = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from service.cli import app_for
+app_for(["quote"])
+t1 = time.perf_counter()
+from service.commands._common import open_store_from_settings
+store = open_store_from_settings()
+t2 = time.perf_counter()
+offers = store.all_offers()
+t3 = time.perf_counter()
+from service.answers import quote_answer
+from service.schemas import QuoteRequest
+req = QuoteRequest.model_validate({"workload": {"model": "llama-3-8b", "method": "qlora", "tokens": 1e8}})
+quote_answer(req, store)
+t4 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "open": t2 - t1, "offers": t3 - t2, "quote": t4 - t3,
+                  "n_offers": len(offers), "loaded": sorted(m for m in NOT_NEEDED if m in sys.modules)}))
+"""
+
+
+def gpucost() -> list[str]:
+    exe = Path(sys.executable).with_name("gpucost")
+    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from service.cli import main; main()"]
+
+
+def timed(cmd: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
+    """p50 wall seconds and p50 CPU seconds (user + system) of ``cmd`` over ``n`` runs."""
+    walls, cpus = [], []
+    for _ in range(n):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        walls.append(time.perf_counter() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="runs per command (p50 reported)")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="gpucost-clistart-"))
+    env = {**os.environ, "GPUCOST_DB_URL": f"sqlite:///{work / 'g.sqlite'}", "XDG_DATA_HOME": str(work),
+           "GPUCOST_ANSWER_CACHE": "false", "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
+
+    t = time.perf_counter()
+    first = subprocess.run([*gpucost(), *QUOTE], env=env, check=True, capture_output=True, text=True)
+    json.loads(first.stdout)  # one JSON document, or this bench measures a broken command
+    print(f"set-up: first quote, store created, migrated and seeded: {time.perf_counter() - t:.2f} s")
+
+    rows = [
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("gpucost --help", [*gpucost(), "--help"]),
+        ("gpucost " + " ".join(QUOTE), [*gpucost(), *QUOTE]),
+    ]
+    results = {name: timed(cmd, env, args.runs) for name, cmd in rows}
+    if env.get("PYTHONDONTWRITEBYTECODE"):
+        # Set here, every run compiles the project's sources again; an installed package reads
+        # its cached bytecode. Time the quote that way too (one run first writes the cache).
+        cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run([*gpucost(), *QUOTE], env=cached, check=True, stdout=subprocess.DEVNULL)
+        results["the same quote, bytecode cached (PYTHONDONTWRITEBYTECODE unset)"] = timed(
+            [*gpucost(), *QUOTE], cached, args.runs)
+    base_wall, base_cpu = results["python -c pass"]
+    help_wall = results["gpucost --help"][0]
+    print(f"p50 of {args.runs} runs each, same machine, same run:")
+    for name, (w, c) in results.items():
+        print(f"  {name:<80} {w:6.2f} s wall {c:6.2f} s CPU  "
+              f"(x{w / base_wall:5.1f} python, x{w / help_wall:4.2f} --help)")
+    quote_wall, quote_cpu = results["gpucost " + " ".join(QUOTE)]
+    print(f"quote beyond the interpreter: {quote_wall - base_wall:.2f} s wall, {quote_cpu - base_cpu:.2f} s CPU; "
+          f"beyond --help: {quote_wall - help_wall:+.2f} s wall")
+
+    code = f"NOT_NEEDED = {NOT_NEEDED!r}\n" + PHASES
+    phases = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                                        text=True).stdout) for _ in range(args.runs)]
+    p50 = {k: statistics.median(p[k] for p in phases) for k in ("import", "open", "offers", "quote")}
+    print("in-process phases, p50: " + ", ".join(f"{k} {v:.3f} s" for k, v in p50.items())
+          + f" ({phases[0]['n_offers']} offers)")
+    loaded = phases[0]["loaded"]
+    print("not imported by a quote: " + ", ".join(m for m in NOT_NEEDED if m not in loaded)
+          + (f"; imported anyway: {', '.join(loaded)}" if loaded else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""Offers that can never win, set aside once per price snapshot.
+
+What an option costs depends on an offer only through its price (on demand, spot), its host (RAM,
+vCPUs) and what the estimate and the bill read: the GPU, GPUs per instance, VRAM, the links between
+the GPUs and between instances, and the billing rule. Offers that agree on all of that form a
+*group*; within it every configuration (nodes, sharding, recipe) has the same hours, and its cost
+is the offer's price times a factor the offer does not change. So an offer whose price is no lower
+and whose host is no larger than another's in its group is never cheaper for any workload,
+deadline or budget: it is *dominated*, and a quote need not look at it.
+
+Constraints still filter what is left correctly because the groups never span what a constraint
+can tell apart:
+
+* providers (and per-provider quotas, block storage, price books): the provider is part of the
+  group, so the kept rows of the wanted providers are exactly what the full list would yield;
+* regions: a second frontier is kept per (provider, region) and used when regions are named;
+* GPUs and max GPUs: the GPU and the count are part of the group;
+* spot: without spot only on-demand prices count (a smaller frontier); with spot an offer must be
+  beaten on both prices, missing prices counting as infinitely dear.
+
+``OfferIndex.build(offers)`` prepares nothing up front; each of the four frontiers (provider or
+region level, with or without spot) is computed on first use and kept. ``index_for(key, load)``
+keeps the index of the last few price snapshots, keyed by the store's snapshot id, so a quote
+touches a few hundred rows however large the catalog grows. What the view leaves out is counted by
+reason (``left_out``) so an answer can still account for every offer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from optimizer.candidates.estimator import _canonical
+from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
+from optimizer.estimator.workload import Constraints
+from optimizer.results import RejectedGroup
+from pricing.offer import Offer
+
+DOMINATED = "dominated (an offer of the same GPU and provider costs no more with at least its vCPUs and RAM)"
+MAX_EXAMPLES = 3
+INDEXES_KEPT = 4
+VIEWS_KEPT = 256
+
+_INF = float("inf")
+# (provider, region, canonical GPU or the raw name): the finest cell a constraint can select.
+Cell = tuple[str, str, str]
+
+
+def group_key(o: Offer, gpu: str) -> tuple[object, ...]:
+    """Everything but price and host that the estimate or the bill reads from an offer."""
+    return (
+        o.provider.lower(), gpu, o.gpu_count, o.gpu_vram_gb, o.interconnect,
+        getattr(o, "inter_node_fabric", None), getattr(o, "storage_usd_per_gb_month", None),
+        o.billing_increment_s, o.min_billing_s,
+    )
+
+
+def _label(o: Offer) -> str:
+    return f"{o.provider}/{o.instance_type}"
+
+
+@dataclass(slots=True)
+class _Frontier:
+    """One way of pruning: kept offers per cell (in catalog order) and what was left out."""
+
+    kept: dict[Cell, list[int]] = field(default_factory=dict)
+    dominated: dict[Cell, int] = field(default_factory=dict)
+    no_price: dict[Cell, int] = field(default_factory=dict)
+    examples: dict[tuple[Cell, str], list[str]] = field(default_factory=dict)
+
+
+class OfferList(list[Offer]):
+    """Every offer of one snapshot, with room for figures derived from all of them once (the
+    usual price levels of ``optimizer.price_warnings``)."""
+
+    def __init__(self, offers: Iterable[Offer] = ()) -> None:
+        super().__init__(offers)
+        self.usual_levels_memo: dict[tuple[str, str], float] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class OfferView:
+    """The offers a quote needs to look at, and what it may skip, counted by reason."""
+
+    offers: list[Offer]
+    left_out: list[RejectedGroup]
+    total: int
+    catalog: OfferList = field(default_factory=OfferList)  # every offer, for what is usual
+
+    @property
+    def skipped(self) -> int:
+        return sum(g.count for g in self.left_out)
+
+
+class OfferIndex:
+    """All offers of one price snapshot, with their frontiers computed on first use."""
+
+    def __init__(self, offers: Sequence[Offer]) -> None:
+        self.offers = OfferList(offers)
+        self._gpu: list[str | None] = [_canonical(o.gpu) for o in self.offers]
+        self._cells: list[Cell] = [
+            (o.provider.lower(), o.region, g if g is not None else o.gpu)
+            for o, g in zip(self.offers, self._gpu, strict=True)
+        ]
+        self._cell_total: dict[Cell, int] = {}
+        self._cell_example: dict[Cell, str] = {}
+        for i, c in enumerate(self._cells):
+            self._cell_total[c] = self._cell_total.get(c, 0) + 1
+            self._cell_example.setdefault(c, _label(self.offers[i]))
+        self._frontiers: dict[tuple[bool, bool], _Frontier] = {}
+        self._views: OrderedDict[tuple[object, ...], OfferView] = OrderedDict()
+        self._lock = threading.RLock()
+
+    @classmethod
+    def build(cls, offers: Iterable[Offer]) -> OfferIndex:
+        return cls(list(offers))
+
+    def __len__(self) -> int:
+        return len(self.offers)
+
+    # -- frontiers ----------------------------------------------------------------------------
+
+    def _frontier(self, by_region: bool, spot: bool) -> _Frontier:
+        key = (by_region, spot)
+        f = self._frontiers.get(key)
+        if f is None:
+            with self._lock:
+                f = self._frontiers.get(key)
+                if f is None:
+                    f = self._frontiers[key] = self._compute(by_region, spot)
+        return f
+
+    def _compute(self, by_region: bool, spot: bool) -> _Frontier:
+        f = _Frontier()
+        groups: dict[tuple[object, ...], list[tuple[float, float, float, float, int]]] = {}
+        for i, o in enumerate(self.offers):
+            cell = self._cells[i]
+            gpu = self._gpu[i]
+            price = _INF if o.price_hour is None else o.price_hour
+            spot_price = _INF if o.spot_price_hour is None else o.spot_price_hour
+            usable = price < _INF or (spot and spot_price < _INF)
+            if gpu is None:
+                # Unknown GPUs stay in the view, so the quote reports them as such.
+                f.kept.setdefault(cell, []).append(i)
+                continue
+            if not usable:
+                f.no_price[cell] = f.no_price.get(cell, 0) + 1
+                self._example(f, cell, NO_PRICE, o)
+                continue
+            k = group_key(o, gpu)
+            if by_region:
+                k = (*k, o.region)
+            ram = _INF if o.ram_gb is None else o.ram_gb
+            cpu = _INF if o.vcpus is None else o.vcpus
+            groups.setdefault(k, []).append((price, spot_price if spot else 0.0, -ram, -cpu, i))
+        for rows in groups.values():
+            kept = _non_dominated(rows)
+            for i in kept:
+                f.kept.setdefault(self._cells[i], []).append(i)
+            if len(kept) == len(rows):
+                continue
+            keep = set(kept)
+            for *_, i in rows:
+                if i not in keep:
+                    cell = self._cells[i]
+                    f.dominated[cell] = f.dominated.get(cell, 0) + 1
+                    self._example(f, cell, DOMINATED, self.offers[i])
+        for idx in f.kept.values():
+            idx.sort()
+        return f
+
+    @staticmethod
+    def _example(f: _Frontier, cell: Cell, reason: str, o: Offer) -> None:
+        ex = f.examples.setdefault((cell, reason), [])
+        if len(ex) < MAX_EXAMPLES:
+            label = _label(o)
+            if label not in ex:
+                ex.append(label)
+
+    # -- views --------------------------------------------------------------------------------
+
+    def view(self, constraints: Constraints | None = None) -> OfferView:
+        """The offers a quote under ``constraints`` must see; the best answer is the same as on all.
+
+        Views depend only on the filters (providers, regions, GPUs, spot), so the last
+        ``VIEWS_KEPT`` are kept: a repeated kind of request costs a dictionary lookup."""
+        c = constraints or Constraints()
+        providers = frozenset(p.lower() for p in c.providers) if c.providers else None
+        regions = frozenset(c.regions) if c.regions else None
+        gpus = frozenset(_wanted(c) or ()) or None
+        key = (providers, regions, gpus, bool(c.allow_spot))
+        with self._lock:
+            hit = self._views.get(key)
+            if hit is not None:
+                self._views.move_to_end(key)
+                return hit
+        out = self._view(providers, regions, gpus, bool(c.allow_spot))
+        with self._lock:
+            self._views[key] = out
+            while len(self._views) > VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return out
+
+    def view_offers(self, constraints: Constraints | None = None) -> list[Offer]:
+        return self.view(constraints).offers
+
+    def _view(
+        self, providers: frozenset[str] | None, regions: frozenset[str] | None, gpus: frozenset[str] | None,
+        allow_spot: bool,
+    ) -> OfferView:
+        f = self._frontier(regions is not None, allow_spot)
+        lists: list[list[int]] = []
+        dominated = no_price = excluded = 0
+        ex: dict[str, list[str]] = {DOMINATED: [], NO_PRICE: [], EXCLUDED: []}
+        for cell, total in self._cell_total.items():
+            provider, region, gpu = cell
+            if (
+                (providers is not None and provider not in providers)
+                or (regions is not None and region not in regions)
+                or (gpus is not None and gpu not in gpus)
+            ):
+                excluded += total
+                _add_example(ex[EXCLUDED], self._cell_example[cell])
+                continue
+            kept = f.kept.get(cell)
+            if kept:
+                lists.append(kept)
+            d = f.dominated.get(cell, 0)
+            if d:
+                dominated += d
+                for e in f.examples.get((cell, DOMINATED), ()):
+                    _add_example(ex[DOMINATED], e)
+            n = f.no_price.get(cell, 0)
+            if n:
+                no_price += n
+                for e in f.examples.get((cell, NO_PRICE), ()):
+                    _add_example(ex[NO_PRICE], e)
+        # Catalog order, as the full list has it, so ties between equal offers break the same way.
+        picked = [self.offers[i] for i in heapq.merge(*lists)] if len(lists) > 1 else (
+            [self.offers[i] for i in lists[0]] if lists else []
+        )
+        left_out = [
+            RejectedGroup(reason=r, count=n, examples=ex[r])
+            for r, n in ((DOMINATED, dominated), (NO_PRICE, no_price), (EXCLUDED, excluded))
+            if n
+        ]
+        return OfferView(offers=picked, left_out=left_out, total=len(self.offers), catalog=self.offers)
+
+
+def _add_example(examples: list[str], label: str) -> None:
+    if len(examples) < MAX_EXAMPLES and label not in examples:
+        examples.append(label)
+
+
+def _wanted(c: Constraints) -> set[str] | None:
+    if not c.gpus:
+        return None
+    from optimizer.candidates.estimator import _wanted_gpus
+
+    return _wanted_gpus(c)
+
+
+def _non_dominated(rows: list[tuple[float, float, float, float, int]]) -> list[int]:
+    """Indices of rows no other row beats or equals on price, spot price, RAM and vCPUs.
+
+    Rows are ``(price, spot, -ram, -vcpus, index)``; sorted, a row can only be dominated by one
+    before it, and of exact equals the first in catalog order is kept.
+    """
+    if len(rows) == 1:
+        return [rows[0][4]]
+    out: list[tuple[float, float, float, float, int]] = []
+    for r in sorted(rows):
+        _, s, nram, ncpu, _ = r
+        if any(k[1] <= s and k[2] <= nram and k[3] <= ncpu for k in out):
+            continue
+        out.append(r)
+    return [r[4] for r in out]
+
+
+def merge_rejected(groups: Sequence[RejectedGroup], left_out: Sequence[RejectedGroup]) -> list[RejectedGroup]:
+    """A quote's rejections plus what its view left out, one row per reason, most frequent first."""
+    by: dict[str, RejectedGroup] = {}
+    for g in [*groups, *left_out]:
+        cur = by.get(g.reason)
+        if cur is None:
+            by[g.reason] = RejectedGroup(reason=g.reason, count=g.count, examples=list(g.examples))
+        else:
+            cur.count += g.count
+            for e in g.examples:
+                _add_example(cur.examples, e)
+    return sorted(by.values(), key=lambda g: (-g.count, g.reason))
+
+
+_INDEXES: OrderedDict[str, OfferIndex] = OrderedDict()
+_INDEXES_LOCK = threading.Lock()
+
+
+def index_for(key: str, load: Callable[[], Sequence[Offer]]) -> OfferIndex:
+    """The index of the snapshot ``key`` (a content id), built from ``load()`` on first use.
+
+    The last ``INDEXES_KEPT`` snapshots are kept, so memory stays bounded across refreshes.
+    """
+    with _INDEXES_LOCK:
+        hit = _INDEXES.get(key)
+        if hit is not None:
+            _INDEXES.move_to_end(key)
+            return hit
+    idx = OfferIndex.build(load())
+    with _INDEXES_LOCK:
+        _INDEXES[key] = idx
+        _INDEXES.move_to_end(key)
+        while len(_INDEXES) > INDEXES_KEPT:
+            _INDEXES.popitem(last=False)
+    return idx
+
+
+def clear_indexes() -> None:
+    with _INDEXES_LOCK:
+        _INDEXES.clear()

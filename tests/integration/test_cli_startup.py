@@ -1,0 +1,109 @@
+"""What a CLI command loads before it answers: only its own command module, no migration run on a
+store already at the newest revision, offers read back exactly as ``model_construct`` makes them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import select, text
+
+from pricing.offer import Offer
+from pricing.store.reads import _offer_builder
+from pricing.store.repository import open_store
+from pricing.store.rows import _OFFER_FIELDS, _offers
+from pricing.store.setup import MIGRATIONS_DIR, _at_revision, _engine_for, script_head
+from service.cli import COMMAND_MODULES, _names, app_for, build_app
+
+QUOTE = ["quote", "--model", "gpt2", "--method", "lora", "--tokens", "1e6", "--json"]
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from service.cli import main; main()", *args],
+                          check=False, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "GPUCOST_DB_URL": f"sqlite:///{tmp_path / 'g.sqlite'}", "XDG_DATA_HOME": str(tmp_path),
+            "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
+
+
+def test_script_head_read_from_text_is_alembics_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert script_head() == ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def test_revision_check_is_false_until_migrated_and_true_after(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    engine = _engine_for(url)
+    assert not _at_revision(engine, script_head())  # no alembic_version table yet
+    engine.dispose()
+    store = open_store(url)
+    assert _at_revision(store.engine, script_head())
+    assert not _at_revision(store.engine, "not-a-revision")
+    assert not _at_revision(store.engine, None)  # a head the text reading is unsure of: migrate
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'older'"))
+    assert not _at_revision(store.engine, script_head())
+    store.close()
+
+
+def test_reopening_a_current_store_does_not_load_alembic(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    code = ("import sys; from pricing.store.repository import open_store; open_store(sys.argv[1]).close(); "
+            "print('alembic' in sys.modules)")
+    url = env["GPUCOST_DB_URL"]
+    first = subprocess.run([sys.executable, "-c", code, url], env=env, capture_output=True, text=True, check=True)
+    again = subprocess.run([sys.executable, "-c", code, url], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.strip() == "True"  # a new file is created by the migrations
+    assert again.stdout.strip() == "False"
+
+
+def test_offers_built_from_rows_equal_model_construct(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'o.sqlite'}")
+    offers = store.all_offers()
+    assert offers
+    with store.engine.connect() as conn:
+        rows = [r._asdict() for r in conn.execute(select(*[_offers.c[n] for n in _OFFER_FIELDS]))]
+    build = _offer_builder()
+    for row in rows:
+        fast, slow = build(dict(row)), Offer.model_construct(**row)
+        assert list(fast.__dict__.items()) == list(slow.__dict__.items())  # order too: dumps keep it
+        assert fast.model_fields_set == slow.model_fields_set
+        assert fast.model_dump_json() == slow.model_dump_json()
+    # The fields stored rows lack come from Offer's default factories, per row.
+    assert {o.inter_node_fabric for o in offers} == {True, False}
+    store.close()
+
+
+def test_app_for_registers_only_the_command_asked_for() -> None:
+    assert _names(app_for(["quote", "--json"])) == {"quote"}
+    assert _names(app_for(["offers"])) == {"offers", "prices"}
+    assert _names(app_for(["models"])) == {"gpus", "models"}
+    full = _names(build_app())
+    assert len(full) > len(COMMAND_MODULES) - 1
+    for argv in ([], ["--help"], ["quot"], ["no-such-command"]):
+        assert _names(app_for(argv)) == full
+
+
+def test_single_command_app_keeps_the_subcommand_and_its_answer(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    done = _run(QUOTE, env)
+    assert done.returncode == 0, done.stderr
+    assert "options" in json.loads(done.stdout)
+    helped = _run(["quote", "--help"], env)
+    full = subprocess.run([sys.executable, "-c", "from service.cli import app; app()", "quote", "--help"],
+                          check=False, env=env, capture_output=True, text=True, timeout=300)
+    assert helped.returncode == 0 and "quote [OPTIONS]" in helped.stdout
+    assert helped.stdout == full.stdout  # the same help as with every command registered
+    bad = _run(["quote", "--tokens", "many"], env)
+    assert bad.returncode == 2 and "--tokens" in bad.stderr
+    typo = _run(["quot"], env)
+    assert typo.returncode == 2 and "quote" in typo.stderr
