@@ -17,6 +17,36 @@ from typing import Literal
 from optimizer.errors import UnknownGpu
 
 GpuClass = Literal["consumer", "workstation", "datacenter"]
+Generation = Literal[
+    "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna", "other"
+]
+
+# Canonical name -> architecture, for the cards whose name does not say it (NVIDIA datasheets).
+_GENERATION = {
+    "K80": "kepler", "M60": "maxwell", "P100": "pascal", "P4": "pascal", "V100": "volta",
+    "V100-32GB": "volta", "T4": "turing", "RTX6000": "turing", "L4": "ada", "L40": "ada",
+    "L40S": "ada", "H100": "hopper", "H100-PCIE": "hopper", "H100-NVL": "hopper", "H200": "hopper",
+    "GH200": "hopper", "B200": "blackwell", "P4000": "pascal", "M4000": "maxwell", "MI25": "other",
+    "MI300X": "cdna",
+}
+
+
+_GENERATION_CACHE: dict[str, Generation] = {}  # read on every estimate; names map to one answer
+
+
+def generation_of(name: str, supports_bf16: bool, launch_year: int | None) -> Generation:
+    if name in _GENERATION:
+        return _GENERATION[name]  # type: ignore[return-value]
+    if re.match(r"RTX5\d{3}", name):
+        return "blackwell"
+    if re.match(r"RTX4\d{3}", name) or name.endswith("Ada"):
+        return "ada"
+    if re.match(r"RTX3\d{3}", name) or name.startswith(("A", "RTXA")):
+        return "ampere"
+    if re.match(r"RTX2\d{3}", name):
+        return "turing"
+    # Unknown names: bf16 tensor cores arrived with Ampere.
+    return "ampere" if supports_bf16 else ("turing" if (launch_year or 0) >= 2018 else "volta")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +71,14 @@ class GpuSpec:
     @property
     def supports_bf16(self) -> bool:
         return self.bf16_tensor_tflops is not None
+
+    @property
+    def generation(self) -> Generation:
+        """The architecture, which sets kernel support and how much of the peak GEMMs reach."""
+        gen = _GENERATION_CACHE.get(self.name)
+        if gen is None:
+            gen = _GENERATION_CACHE[self.name] = generation_of(self.name, self.supports_bf16, self.launch_year)
+        return gen
 
     def peak_tflops(self, precision: str) -> float:
         """Dense peak for the matmuls of a training step at ``precision``."""

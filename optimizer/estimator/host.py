@@ -9,6 +9,10 @@ The seeds' balancing rules made quantitative:
   can be fed: the predicted GPU utilization (warn below 70%).
 * Disk: raw dataset + tokenized copy + model files + two checkpoints + environment; the disk's
   read rate against the pipeline's demand.
+* Images: each core decodes JPEGs and augments them at a measured rate; the cores given are the
+  ones that keep the GPUs at least 70% busy (the seeds' target), which is what a host check needs.
+* Offload: the offloaded optimizer states (and weights) live in host RAM, and DeepSpeed's CPU-Adam
+  wants its own cores per GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ ENVIRONMENT_DISK_GB = 30.0  # OS image, CUDA, PyTorch wheels, pip/hub caches
 TOKEN_ID_BYTES = 4  # int32 token ids in the tokenized cache (Arrow / numpy)
 
 
+IMAGE_FILE_BYTES = 110e3  # ImageNet-1k: ~140 GB for 1.28M JPEGs
+
+
 @dataclass(frozen=True, slots=True)
 class HostDetail:
     needs: HostNeeds
@@ -38,11 +45,36 @@ class HostDetail:
     disk_parts_gb: dict[str, float]
     dataloader_workers: int
     tokens_per_second_per_node: float
+    # What the data pipeline must deliver per node and what one core delivers (tokens or images).
+    feed_per_second_per_node: float = 0.0
+    feed_per_core: float = cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value
+    feed_unit: str = "tokens"
+    read_bytes_per_feed: float = cal.BYTES_PER_TOKEN_TEXT.value + 4
+    cores_full_feed: int = 0
+
+    def gpu_utilization(self, cpu_cores: float) -> float:
+        """Share of time the GPUs are busy when ``cpu_cores`` feed them (1.0 = never starved)."""
+        if self.feed_per_second_per_node <= 0:
+            return 1.0
+        supply = cpu_cores * cal.DATALOADER_CORE_SHARE.value * self.feed_per_core
+        return min(1.0, supply / self.feed_per_second_per_node)
 
 
 def _dataset_tokens(w: Workload) -> float:
     """Distinct tokens on disk (epochs re-read the same data)."""
-    return w.dataset_tokens if w.dataset_tokens is not None else w.total_tokens
+    if w.dataset_tokens is not None:
+        return w.dataset_tokens
+    if w.dataset_samples is not None:
+        return w.dataset_samples * w.seq_len
+    return w.total_tokens
+
+
+def _dataset_images(w: Workload) -> float:
+    if w.dataset_samples is not None:
+        return w.dataset_samples
+    if w.samples is not None:
+        return w.samples
+    return cal.DEFAULT_IMAGES.value
 
 
 def workers_needed(tokens_per_second: float) -> int:
@@ -50,18 +82,24 @@ def workers_needed(tokens_per_second: float) -> int:
     return max(1, math.ceil(tokens_per_second / cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value))
 
 
+def images_per_second_per_core(image_size: int) -> float:
+    """JPEG decode plus augmentation (RandomResizedCrop, flip) on one core."""
+    aug = cal.AUGMENT_S_PER_IMAGE_224.value * (image_size / 224) ** 2
+    return 1.0 / (cal.JPEG_DECODE_S_PER_IMAGE.value + aug)
+
+
 def predicted_gpu_utilization(tokens_per_second: float, cpu_cores: float) -> float:
-    """Share of time the GPUs are busy when ``cpu_cores`` feed them (1.0 = never starved)."""
+    """Share of time the GPUs are busy when ``cpu_cores`` feed them text (1.0 = never starved)."""
     if tokens_per_second <= 0:
         return 1.0
     supply = cpu_cores * cal.DATALOADER_CORE_SHARE.value * cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value
     return min(1.0, supply / tokens_per_second)
 
 
-def disk_read_share(tokens_per_second: float, disk: DiskKind = "nvme") -> float:
+def disk_read_share(tokens_per_second: float, disk: DiskKind = "nvme", bytes_per_token: float | None = None) -> float:
     """Share of the disk's sequential read rate the pipeline needs (raw text + token ids)."""
-    demand = tokens_per_second * (cal.BYTES_PER_TOKEN_TEXT.value + TOKEN_ID_BYTES)
-    return demand / (cal.DISK_READ_GBS[disk].value * GB)
+    per = bytes_per_token if bytes_per_token is not None else cal.BYTES_PER_TOKEN_TEXT.value + TOKEN_ID_BYTES
+    return tokens_per_second * per / (cal.DISK_READ_GBS[disk].value * GB)
 
 
 def host_needs(
@@ -71,34 +109,55 @@ def host_needs(
     gpu_count: int,
     tokens_per_second: float,
     sharding: str = "ddp",
+    samples_per_second: float | None = None,
 ) -> HostDetail:
     """RAM, cores and disk for one node (up to 8 GPUs; larger jobs repeat it per node)."""
     gpus_node = min(gpu_count, 8)
     tps_node = tokens_per_second * gpus_node / gpu_count
-    load_bytes = shape.params * (4.0 if w.precision == "fp32" else 2.0)
+    load_bytes = shape.params * (4.0 if w.precision in ("fp32", "tf32") else 2.0)
     # Sharded safetensors checkpoints are memory-mapped and moved to the GPU tensor by tensor
     # (transformers' low_cpu_mem_usage path, the default with accelerate), so each process holds
     # about one copy of the checkpoint in RAM while loading, not the two of a torch.load round trip.
     loading = 1.0 * load_bytes * gpus_node / GB
-    dataset_cache = _dataset_tokens(w) * TOKEN_ID_BYTES / GB
-    workers = max(gpus_node, workers_needed(tps_node))
+    if shape.is_vision:
+        ips_node = (samples_per_second or 0.0) * gpus_node / gpu_count
+        per_core = images_per_second_per_core(w.image_size)
+        workers = max(gpus_node, math.ceil(ips_node / per_core))
+        # Enough cores to keep the GPUs >= 70% busy; the full feed needs workers / share cores.
+        cores = max(4, math.ceil(cal.GPU_UTIL_WARN.value * ips_node / per_core / cal.DATALOADER_CORE_SHARE.value))
+        cores_full = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
+        dataset_cache = 0.0
+        raw_gb = w.dataset_gb if w.dataset_gb is not None else _dataset_images(w) * IMAGE_FILE_BYTES / GB
+        feed, feed_unit, read_per = ips_node, "images", IMAGE_FILE_BYTES
+    else:
+        workers = max(gpus_node, workers_needed(tps_node))
+        cores = cores_full = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
+        per_core = cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value
+        dataset_cache = _dataset_tokens(w) * TOKEN_ID_BYTES / GB
+        raw_gb = (
+            w.dataset_gb if w.dataset_gb is not None else _dataset_tokens(w) * cal.BYTES_PER_TOKEN_TEXT.value / GB
+        )
+        feed, feed_unit, read_per = tps_node, "tokens", cal.BYTES_PER_TOKEN_TEXT.value + TOKEN_ID_BYTES
     parts = {
         "model_loading": loading,
         "dataset_cache": min(dataset_cache, 64.0),  # beyond this it streams from disk
         "dataloader_workers": workers * WORKER_RAM_GB,
         "system": SYSTEM_RAM_GB,
     }
+    if w.offload != "none":
+        # Each process keeps its partition of the fp32 master copy, states and gradients (and the
+        # weights) in pinned host memory.
+        parts["offloaded_states"] = mem.host_offload * gpus_node / GB
+        cores = max(cores, math.ceil(gpus_node * cal.OFFLOAD_CORES_PER_GPU.value))
     ram = max(cal.RAM_FLOOR_GB.value, sum(parts.values()))
-    cores = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
 
-    raw_gb = w.dataset_gb if w.dataset_gb is not None else _dataset_tokens(w) * cal.BYTES_PER_TOKEN_TEXT.value / GB
     # A checkpoint holds 16-bit weights and the whole optimizer state (gathered from all shards
     # under ZeRO / FSDP); LoRA checkpoints hold the adapters and their Adam moments.
-    sharded = gpu_count > 1 and sharding not in ("ddp", "auto")
+    sharded = gpu_count > 1 and mem.stage > 0
     ckpt_bytes = (
         mem.trainable_params * 4.0 * 3
         if w.method != "full"
-        else shape.params * 2.0 + mem.optimizer * (gpu_count if sharded else 1)
+        else shape.params * 2.0 + (mem.optimizer + mem.host_offload) * (gpu_count if sharded else 1)
     )
     disk = {
         "dataset_raw": raw_gb,
@@ -113,6 +172,11 @@ def host_needs(
         disk_parts_gb=disk,
         dataloader_workers=workers,
         tokens_per_second_per_node=tps_node,
+        feed_per_second_per_node=feed,
+        feed_per_core=per_core,
+        feed_unit=feed_unit,
+        read_bytes_per_feed=read_per,
+        cores_full_feed=cores_full,
     )
 
 
@@ -120,13 +184,19 @@ def host_notes(detail: HostDetail, cpu_cores: float | None = None, disk: DiskKin
     """Warnings for a concrete host (``cpu_cores`` None: the recommended count)."""
     notes: list[str] = []
     cores = detail.needs.cpu_cores if cpu_cores is None else cpu_cores
-    util = predicted_gpu_utilization(detail.tokens_per_second_per_node, cores)
-    if util < cal.GPU_UTIL_WARN.value:
+    util = detail.gpu_utilization(cores)
+    if util < cal.GPU_UTIL_WARN.value - 1e-9:
+        fix = "pre-tokenize the dataset" if detail.feed_unit == "tokens" else "decode on the GPU (DALI)"
         notes.append(
-            f"data pipeline: {cores:g} CPU cores feed ~{util:.0%} of the GPUs' {detail.tokens_per_second_per_node:,.0f} "
-            f"tokens/s (pre-tokenize the dataset or use >= {detail.needs.cpu_cores} cores)"
+            f"data pipeline: {cores:g} CPU cores feed ~{util:.0%} of the GPUs' {detail.feed_per_second_per_node:,.0f} "
+            f"{detail.feed_unit}/s ({fix} or use >= {detail.needs.cpu_cores} cores)"
         )
-    share = disk_read_share(detail.tokens_per_second_per_node, disk)
+    elif detail.feed_unit == "images" and util < 1.0 and cpu_cores is None:
+        notes.append(
+            f"data pipeline: {cores:g} CPU cores keep the GPUs ~{util:.0%} busy decoding JPEGs; "
+            f"{detail.cores_full_feed} cores (or GPU decoding, DALI) feed them fully"
+        )
+    share = disk_read_share(detail.feed_per_second_per_node, disk, detail.read_bytes_per_feed)
     if share > 0.5:
         notes.append(f"disk: the pipeline needs {share:.0%} of a {disk} disk's read rate; use NVMe")
     return notes

@@ -1,31 +1,47 @@
-"""Peak GPU memory of one training GPU, by part.
+"""Peak GPU memory of one training GPU: model states plus the largest of the step's phases.
 
 Model states (bytes per parameter):
 
 =====================  =========  ==========  ==================================================
 precision / setup      weights    gradients   optimizer (AdamW)
 =====================  =========  ==========  ==================================================
-fp32                   4          4           8 (m, v)
+fp32 / tf32            4          4           8 (m, v)
 fp16/bf16, one GPU     4 + 2*     4           8         (torch AMP: fp32 params, 16-bit casts*)
 fp16/bf16, ZeRO/FSDP   2          2           4 + 8     (fp32 master copy + m, v; ZeRO paper)
 bf16-true              2          2           4 (bf16 m, v; no master copy)
 =====================  =========  ==========  ==================================================
 
 (*) autocast keeps a 16-bit copy of every matmul weight alive from forward to backward.
-8-bit Adam stores 2 B/param of states, SGD with momentum one state. LoRA keeps the base frozen in
-16 bits (fp32 under ``fp32``) and trains only the adapters; QLoRA stores the block linear weights
-as NF4 (0.5 B/param) plus quantization constants.
+8-bit Adam stores 2 B/param of states, SGD with momentum one state, Adafactor (no first moment,
+as transformers runs it) a row and a column second moment per matrix. LoRA keeps the base frozen in
+16 bits (fp32 under ``fp32``) and trains only the adapters. QLoRA stores the block linear weights
+as NF4 (0.5 B/param) plus quantization constants; under transformers + PEFT
+(``prepare_model_for_kbit_training``) every other weight (embeddings, head, norms) is upcast to
+fp32, so the residual stream is fp32 too (the LM head still runs in 16 bits under autocast).
 
 Sharding (Rajbhandari et al. 2019, ZeRO, arXiv 1910.02054): DDP replicates everything; ZeRO-1
-divides optimizer states by the GPU count, ZeRO-2 also gradients, ZeRO-3/FSDP also weights (plus
-one gathered block in flight).
+divides optimizer states by the GPU count, ZeRO-2 also gradients, ZeRO-3/FSDP also weights. The
+quantized weights of QLoRA are not divided (the stacks shard only floating-point parameters).
+Offload (ZeRO-Offload, FSDP CPU offload) moves the fp32 master copy, the optimizer states and the
+gradient partitions to host RAM, and with ``optimizer+params`` the weights too.
 
 Activations follow Korthikanti et al. 2022 (arXiv 2205.05198, s.4.1), ``s*b*h*(34 + 5*a*s/h)``
 bytes per layer at 16 bits, rebuilt tensor by tensor so that it also covers grouped-query
-attention, gated MLPs, models without dropout, fp32 and autocast (where norms, the residual stream
-and softmax stay in fp32). Fused attention (FlashAttention / SDPA) drops the ``5*a*s/h`` score
-term. Full recomputation keeps each block's input plus one block's working set. Logits add
-``b*s*vocab`` elements in the compute dtype and two fp32 buffers of the same size for the loss.
+attention, gated MLPs, models without dropout, fp32, autocast (norms, the residual stream and
+softmax stay in fp32), frozen linears (no weight gradient, so their inputs are not kept unless
+bitsandbytes' 4-bit matmul keeps them) and fused attention (no ``5*a*s/h`` score term).
+
+Peak = states + the largest phase (each is in the estimate's details):
+
+* ``loss``: every saved activation plus the logits and the loss's fp32 buffers (forward end and
+  the start of backward);
+* ``backward``: the saved activations plus one block's backward working set (with checkpointing:
+  the recomputed block and its gradients), the ZeRO-3/FSDP gathered blocks and root unit, QLoRA's
+  dequantized weight;
+* ``optimizer``: the step's temporaries (PyTorch's foreach AdamW builds one state-sized buffer;
+  DeepSpeed casts each gradient partition to fp32).
+
+Gradients are counted in every phase: after the first step their blocks stay reserved.
 """
 
 from __future__ import annotations
@@ -33,9 +49,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.estimator import calibration as cal
+from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
-from optimizer.estimator.shapes import ModelShape, lora_trainable_params
+from optimizer.estimator.shapes import ModelShape
+from optimizer.estimator.stacks import stack_profile
+from optimizer.estimator.states import (
+    adafactor_state_bytes,
+    effective_stage,
+    kbit_upcast,
+    state_bytes,
+    trainable_params,
+)
 from optimizer.estimator.workload import Workload
+
+__all__ = [
+    "GB", "ZERO_STAGE", "MemoryParts", "adafactor_state_bytes", "baseline_states_gb", "flash_attention_available",
+    "fused_attention_available", "layer_bytes_per_token", "memory_parts", "trainable_params",
+]
 
 GB = 1e9
 ZERO_STAGE = {"ddp": 0, "auto": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
@@ -43,19 +73,30 @@ ZERO_STAGE = {"ddp": 0, "auto": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3
 
 @dataclass(frozen=True, slots=True)
 class MemoryParts:
-    """Bytes per GPU (not GB), so tests can check exact arithmetic."""
+    """Bytes per GPU (not GB), so tests can check exact arithmetic.
+
+    ``activations``, ``logits`` and ``temporary`` are the working memory of the peak phase;
+    ``phases`` holds the allocated bytes of every phase.
+    """
 
     weights: float
     gradients: float
     optimizer: float
     activations: float
     logits: float
-    temporary: float  # transient buffers: one block's recompute / gradient working set, dequant
+    temporary: float  # transient buffers of the peak phase
     context: float
     fragmentation: float
     trainable_params: int
     flash_attention: bool
     residual_bytes: float  # bytes per element of the residual stream and norm inputs
+    phases: tuple[tuple[str, float], ...] = ()
+    peak_phase: str = "loss"
+    stage: int = 0  # the ZeRO stage the states are laid out by
+    host_offload: float = 0.0  # bytes this GPU's process keeps in host RAM instead
+    saved_activations: float = 0.0  # all saved activations of a micro-step (for the traffic model)
+    logits_bytes: float = 0.0  # logits and loss buffers of a micro-step
+    layer_bytes: float = 0.0  # what one block saves per micro-step without checkpointing
 
     @property
     def allocated_peak(self) -> float:
@@ -73,80 +114,56 @@ class MemoryParts:
         return self.allocated_peak + self.overhead
 
 
-def flash_attention_available(gpu: GpuSpec | None, workload: Workload) -> bool:
-    """Fused attention without an ``s x s`` score matrix.
+def fused_attention_available(gpu: GpuSpec | None, workload: Workload, head_dim: int) -> bool:
+    """Attention without an ``s x s`` score matrix, by the kernels PyTorch's SDPA dispatches to.
 
-    FlashAttention-2 runs on Ampere, Ada and Hopper (Dao-AILab/flash-attention README); bf16 tensor
-    cores are the marker of those generations in the GPU catalog. On older cards (V100, T4, RTX 20xx)
-    training stacks fall back to eager attention and keep the scores.
+    FlashAttention-2 needs Ampere or newer (Dao-AILab/flash-attention README). The memory-efficient
+    kernel (xFormers' cutlass kernel inside ``torch.nn.functional.scaled_dot_product_attention``)
+    also runs on Volta and Turing for fp16/fp32 when the head size is a multiple of 8; it has no
+    bf16 path before Ampere, so bf16 on those cards falls back to the math kernel.
     """
     if not workload.flash_attention:
         return False
-    return gpu is None or gpu.supports_bf16
+    if gpu is None or gpu.generation in ("ampere", "ada", "hopper", "blackwell", "cdna"):
+        return True
+    if gpu.generation in ("volta", "turing"):
+        return head_dim % 8 == 0 and workload.precision not in ("bf16", "bf16-true")
+    return False
 
 
-def trainable_params(shape: ModelShape, workload: Workload) -> int:
-    if workload.method == "full":
-        return shape.params
-    return lora_trainable_params(shape, workload.lora_rank, workload.lora_targets)
+def flash_attention_available(gpu: GpuSpec | None, workload: Workload) -> bool:
+    """Fused attention for a typical head size (64/128): see ``fused_attention_available``."""
+    return fused_attention_available(gpu, workload, 64)
 
 
-def _state_bytes(shape: ModelShape, w: Workload, stage: int, n: int, trainable: int) -> tuple[float, float, float]:
-    """Weights, gradients and optimizer bytes per GPU."""
-    N = shape.params
-    p = w.precision
-    if w.method == "full":
-        if p == "fp32":
-            wb, gb, master = 4.0, 4.0, 0.0
-        elif p == "bf16-true":
-            wb, gb, master = 2.0, 2.0, 0.0
-        elif stage == 0:
-            # torch AMP: fp32 parameters (they are the master copy) and fp32 gradients, plus the
-            # 16-bit casts autocast keeps for backward.
-            wb, gb, master = 4.0, 4.0, 0.0
-        else:
-            wb, gb, master = 2.0, 2.0, 4.0
-        state_b = {"adamw": 8.0, "adamw_8bit": cal.ADAM8BIT_BYTES_PER_PARAM.value, "sgd": 4.0}[w.optimizer]
-        if p == "bf16-true" and w.optimizer != "adamw_8bit":
-            state_b /= 2  # states are created in the parameters' dtype
-        weights = N * wb
-        if p in ("fp16", "bf16") and stage == 0:
-            weights += shape.matmul_params * 2.0
-        grads = N * gb
-        opt = N * (state_b + master)
-    else:
-        base_b = 4.0 if p == "fp32" else 2.0
-        if w.method == "qlora":
-            quant = shape.linear_layer_params
-            per = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
-            weights = quant * per + (N - quant) * base_b
-        else:
-            weights = N * base_b
-        ad_b = 2.0 if p == "bf16-true" else 4.0
-        weights += trainable * ad_b
-        grads = trainable * ad_b
-        state_b = {"adamw": 8.0, "adamw_8bit": cal.ADAM8BIT_BYTES_PER_PARAM.value, "sgd": 4.0}[w.optimizer]
-        if p == "bf16-true" and w.optimizer != "adamw_8bit":
-            state_b /= 2
-        opt = trainable * state_b
-    if n > 1:
-        if stage >= 1:
-            opt /= n
-        if stage >= 2:
-            grads /= n
-        if stage >= 3:
-            weights /= n
-    return weights, grads, opt
+def _saves_linear_inputs(w: Workload) -> tuple[bool, bool, bool, bool]:
+    """Whether the inputs of (qkv, o-proj, MLP up/gate, MLP down) are kept for backward.
+
+    A linear layer keeps its input only to form its weight's gradient (or a LoRA adapter's);
+    bitsandbytes' ``MatMul4Bit`` keeps it in any case.
+    """
+    if w.method in ("full", "qlora"):
+        return True, True, True, True
+    all_linear = w.lora_targets == "all-linear"
+    return True, w.lora_targets != "qv", all_linear, all_linear
 
 
 def layer_bytes_per_token(shape: ModelShape, w: Workload, flash: bool, resid_b: float, seq: int) -> float:
     """Bytes one block saves for backward, per token (Korthikanti et al. 2022, tensor by tensor)."""
-    c = 4.0 if w.precision == "fp32" else 2.0
+    c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
     autocast = w.precision in ("fp16", "bf16")
     h, q, kv, i = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate
+    qkv_in, o_in, mlp_in, down_in = _saves_linear_inputs(w)
     norms = 2 * h * resid_b  # inputs of the two norms, in the residual stream's dtype
-    attn = (h + q + 2 * kv + q) * c  # qkv input; q, k, v; attention output (o-proj input)
-    mlp = (h + (4 * i if shape.gated_mlp else 2 * i)) * c
+    attn = (h * qkv_in + q + 2 * kv + q * o_in) * c  # qkv input; q, k, v; attention output
+    if shape.gated_mlp:
+        mlp = (h * mlp_in + 3 * i + i * down_in) * c  # gate, up, act(gate); product = down input
+    else:
+        mlp = (h * mlp_in + i + i * down_in) * c  # pre-activation; activation = fc2 input
+    if w.method == "qlora" and resid_b > c:
+        # The fp32 norm outputs are cast to 16 bits for the 4-bit matmuls; LoRA keeps the fp32 ones.
+        attn += h * resid_b
+        mlp += h * resid_b * (w.lora_targets == "all-linear")
     drop = 2 * h if shape.dropout else 0.0  # 1-byte masks after attention and MLP
     score = 0.0
     if not flash:
@@ -155,70 +172,157 @@ def layer_bytes_per_token(shape: ModelShape, w: Workload, flash: bool, resid_b: 
         if shape.dropout:
             per_score = sm + 1.0 + c  # + mask; the dropped probabilities feed the AV matmul
         score = shape.heads * seq * per_score
-    return norms + attn + mlp + drop + score
+    return (norms + attn + mlp + drop + score) * stack_profile(w.stack).activation_share
+
+
+def _block_weight_params(shape: ModelShape) -> float:
+    return shape.linear_layer_params / shape.layers
+
+
+def _vision_activations(shape: ModelShape, w: Workload, resid_b: float, flash: bool) -> tuple[float, float, int]:
+    """(saved bytes, one block's working set, sequence length) of an image micro-batch."""
+    b = w.micro_batch_size
+    c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+    if shape.arch == "cnn":
+        fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
+        saved = b * fig.saved_elements * c
+        if w.gradient_checkpointing:
+            saved *= cal.CNN_CHECKPOINT_SHARE.value
+        # Backward of a convolution unit holds a few feature maps of gradients plus cuDNN workspace.
+        working = b * fig.largest_map_elements * c * 4
+        return saved * stack_profile(w.stack).activation_share, working, 1
+    seq = vision.vit_tokens(w.image_size, shape.patch_size)
+    tokens = b * seq
+    per_layer = tokens * layer_bytes_per_token(shape, w, flash, resid_b, seq)
+    if w.gradient_checkpointing:
+        saved = shape.layers * tokens * shape.hidden * resid_b
+    else:
+        saved = shape.layers * per_layer
+    saved += b * 3 * w.image_size * w.image_size * c + tokens * shape.hidden * 2 * resid_b  # pixels, patches
+    working = per_layer * (2.0 if w.gradient_checkpointing else 1.0)
+    return saved, working, seq
 
 
 def memory_parts(
     shape: ModelShape, w: Workload, gpu: GpuSpec | None, gpu_count: int, sharding: str
 ) -> MemoryParts:
-    stage = ZERO_STAGE[sharding] if gpu_count > 1 else 0
+    stage = effective_stage(w, ZERO_STAGE[sharding] if gpu_count > 1 else 0)
+    n = gpu_count
     trainable = trainable_params(shape, w)
-    weights, grads, opt = _state_bytes(shape, w, stage, gpu_count, trainable)
+    weights, grads, opt, offloaded = state_bytes(shape, w, stage, n, trainable)
+    prof = stack_profile(w.stack)
 
-    flash = flash_attention_available(gpu, w)
+    flash = fused_attention_available(gpu, w, shape.attn_head_dim)
     b, s = w.micro_batch_size, w.seq_len
-    tokens = b * s
     # The residual stream has the weights' dtype: fp32 under fp32 and under torch AMP (fp32
-    # parameters); 16 bits for frozen 16-bit bases, bf16-true and sharded mixed precision.
+    # parameters) and QLoRA's k-bit upcast; 16 bits for frozen 16-bit bases, bf16-true and
+    # sharded mixed precision.
     amp_fp32_params = w.method == "full" and w.precision in ("fp16", "bf16") and stage == 0
-    resid_b = 4.0 if (w.precision == "fp32" or amp_fp32_params) else 2.0
-    per_layer = tokens * layer_bytes_per_token(shape, w, flash, resid_b, s)
-    if w.gradient_checkpointing:
-        activations = shape.layers * tokens * shape.hidden * resid_b
-    else:
-        activations = shape.layers * per_layer
-    # Embedding output (+ its dropout mask) and the final norm's input.
-    activations += tokens * shape.hidden * (2 * resid_b + (1 if shape.dropout else 0))
-    # While one block runs backward its recomputed activations (checkpointing) and the gradients
-    # flowing through it are alive at once.
-    temporary = per_layer * (2.0 if w.gradient_checkpointing else 1.0)
-    if stage >= 3:
-        # ZeRO-3/FSDP gathers one block's full 16-bit weights (and prefetches the next).
-        temporary += 2 * 2.0 * shape.linear_layer_params / shape.layers
-    if w.method == "qlora":
-        # The largest weight matrix dequantized to 16 bits while it is used.
-        temporary += 2.0 * shape.hidden * max(shape.intermediate, shape.q_dim)
-        temporary += cal.QLORA_EXTRA_BYTES_PER_PARAM.value * shape.linear_layer_params
+    resid_b = 4.0 if (w.precision in ("fp32", "tf32") or amp_fp32_params or kbit_upcast(w)) else 2.0
 
     logits = 0.0
-    if shape.lm_head:
-        c = 4.0 if w.precision == "fp32" else 2.0
-        per_elem = c + 4.0 * cal.LOGITS_FP32_BUFFERS.value
-        if c == 4.0:
-            per_elem = 4.0 * (1 + cal.LOGITS_FP32_BUFFERS.value)
-        logits = tokens * shape.vocab * per_elem
+    per_layer = 0.0
+    if shape.is_vision:
+        activations, block_work, _ = _vision_activations(shape, w, resid_b, flash)
+        tokens = b
+    else:
+        tokens = b * s
+        per_layer = tokens * layer_bytes_per_token(shape, w, flash, resid_b, s)
+        if w.gradient_checkpointing:
+            activations = shape.layers * tokens * shape.hidden * resid_b
+        else:
+            activations = shape.layers * per_layer
+        # Embedding output (+ its dropout mask) and the final norm's input.
+        activations += tokens * shape.hidden * (2 * resid_b + (1 if shape.dropout else 0))
+        # While one block runs backward its recomputed activations (checkpointing) and the
+        # gradients flowing through it are alive at once.
+        block_work = per_layer * (2.0 if w.gradient_checkpointing else 1.0)
+        if shape.lm_head:
+            # Under autocast the (upcast, fp32) LM head still computes in 16 bits.
+            c = 4.0 if w.precision in ("fp32", "tf32") or (kbit_upcast(w) and w.precision == "bf16-true") else 2.0
+            logits = tokens * shape.vocab * prof.logits_bytes(c, cal.LOGITS_FP32_BUFFERS.value)
 
-    allocated = weights + grads + opt + activations + logits + temporary
+    backward_extra = 0.0
+    loss_extra = 0.0
+    # Gathered weights are in the compute dtype (fp32 runs gather fp32).
+    gathered_b = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+    if w.offload == "optimizer+params" and w.method != "qlora" and sharding != "fsdp":
+        # DeepSpeed ZeRO-3 with parameter offload keeps fetched parameters on the GPU while they
+        # will be reused soon: up to stage3_max_live_parameters (default 1e9) of them.
+        live = min(shape.params, cal.DS_MAX_LIVE_PARAMETERS.value) * gathered_b
+        backward_extra += live
+        loss_extra += live
+    elif (stage >= 3 and n > 1) or w.offload == "optimizer+params":
+        if w.method != "qlora":
+            # ZeRO-3/FSDP gathers one block's weights and prefetches the next; the root unit
+            # (embeddings, head) stays gathered through forward and backward.
+            keep = (1 - 1 / n) if w.offload == "none" else 1.0
+            backward_extra += 2 * gathered_b * _block_weight_params(shape) * keep
+            root = (shape.params - shape.linear_layer_params) * gathered_b * keep
+            backward_extra += root
+            loss_extra += root
+    if w.method == "qlora":
+        # The largest weight matrix dequantized to 16 bits while it is used, and bitsandbytes'
+        # per-layer buffers (fitted).
+        backward_extra += 2.0 * shape.hidden * max(shape.intermediate, shape.q_dim)
+        backward_extra += cal.QLORA_EXTRA_BYTES_PER_PARAM.value * shape.linear_layer_params
+
+    optimizer_temp = 0.0
+    if w.offload == "none":
+        sharded = stage >= 1 and n > 1
+        if w.optimizer == "adamw" and prof.foreach_optimizer and not sharded:
+            state_b = 2.0 if w.precision == "bf16-true" else 4.0
+            optimizer_temp = trainable * state_b * cal.ADAM_FOREACH_TEMP_COPIES.value
+        elif w.optimizer == "adafactor":
+            # transformers' Adafactor builds a full-size fp32 update per parameter, one at a time.
+            largest = max(shape.vocab * shape.hidden, shape.hidden * shape.intermediate)
+            optimizer_temp = 2 * 4.0 * (largest if w.method == "full" else min(largest, trainable))
+        if sharded and w.precision in ("fp16", "bf16"):
+            # DeepSpeed casts each gradient partition to fp32 for the step (FSDP keeps fp32 shards
+            # of the same size): one fp32 partition.
+            optimizer_temp += trainable * 4.0 / n
+
+    states = weights + grads + opt
+    phases = (
+        ("loss", activations + logits + loss_extra),
+        ("backward", activations + block_work + backward_extra),
+        ("optimizer", optimizer_temp),
+    )
+    peak_name, peak_work = max(phases, key=lambda kv: kv[1])
+    if peak_name == "loss":
+        act, lg, tmp = activations, logits, loss_extra
+    elif peak_name == "backward":
+        act, lg, tmp = activations, 0.0, block_work + backward_extra
+    else:
+        act, lg, tmp = 0.0, 0.0, optimizer_temp
+    allocated = states + peak_work
     frag = allocated * cal.FRAGMENTATION.value
     return MemoryParts(
         weights=weights,
         gradients=grads,
         optimizer=opt,
-        activations=activations,
-        logits=logits,
-        temporary=temporary,
+        activations=act,
+        logits=lg,
+        temporary=tmp,
         context=cal.CUDA_CONTEXT_GB.value * GB,
         fragmentation=frag,
         trainable_params=trainable,
         flash_attention=flash,
         residual_bytes=resid_b,
+        phases=tuple((name, states + work) for name, work in phases),
+        peak_phase=peak_name,
+        stage=stage,
+        host_offload=offloaded,
+        saved_activations=activations,
+        logits_bytes=logits,
+        layer_bytes=per_layer,
     )
 
 
 def baseline_states_gb(shape: ModelShape, w: Workload) -> float:
     """The common calculator: weights + gradients + Adam states only (``accelerate estimate-memory``
     style: 4x the weights' size), no activations, logits or overhead. Used by the bench."""
-    bytes_per = 4.0 if w.precision == "fp32" else 2.0
+    bytes_per = 4.0 if w.precision in ("fp32", "tf32") else 2.0
     trainable = trainable_params(shape, w)
     if w.method == "full":
         return shape.params * bytes_per * 4 / GB

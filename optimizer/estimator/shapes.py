@@ -12,16 +12,21 @@ Preset dimensions are copied from each model's public ``config.json`` on the Hug
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Literal
 
 from optimizer.errors import UnknownModel, UnsupportedConfig
+from optimizer.estimator import vision
 from optimizer.estimator.workload import HfConfigSpec, ModelDims
 
-Arch = Literal["decoder", "encoder", "encoder-decoder"]
+# cnn and vit are image classifiers (optimizer.estimator.vision prices them).
+Arch = Literal["decoder", "encoder", "encoder-decoder", "cnn", "vit"]
 HF_FIELD = "workload.model.hf_config"
 
 
@@ -45,16 +50,29 @@ class ModelShape:
     decoder_layers: int = 0
     dropout: bool = False  # hidden/attention dropout active in training (BERT-era models)
     source: str = ""
+    # Image models: ResNet stage depths, ViT patch size, the pretraining resolution, classes.
+    depths: tuple[int, ...] = ()
+    patch_size: int = 0
+    image_size: int = 0
+    num_classes: int = 0
     # Derived widths, fixed at construction: the estimator reads them thousands of times a quote.
     attn_head_dim: int = field(init=False, repr=False, compare=False)
     q_dim: int = field(init=False, repr=False, compare=False)
     kv_dim: int = field(init=False, repr=False, compare=False)
+    _linear_params: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         head = self.head_dim or self.hidden // self.heads
         object.__setattr__(self, "attn_head_dim", head)
         object.__setattr__(self, "q_dim", self.heads * head)
         object.__setattr__(self, "kv_dim", self.kv_heads * head)
+        # A CNN's weights are all convolutions: every one is "linear" (sharded, gathered per block).
+        linear = self.params if self.arch == "cnn" else self.layers * _block_linear_params(self)
+        object.__setattr__(self, "_linear_params", linear)
+
+    @property
+    def is_vision(self) -> bool:
+        return self.arch in ("cnn", "vit")
 
     @property
     def embedding_params(self) -> int:
@@ -68,20 +86,30 @@ class ModelShape:
         Encoders are fine-tuned with small task heads (classification, span extraction), so no
         ``tokens x vocab`` logits are formed; decoders and encoder-decoders predict tokens.
         """
-        return self.arch != "encoder"
+        return self.arch in ("decoder", "encoder-decoder")
 
     @property
     def matmul_params(self) -> int:
         """Parameters that take part in a matmul per token (the LM head counts even when tied)."""
+        if self.is_vision:
+            # Patch embedding, blocks and head are all matmuls; only positions and the class token are not.
+            return self.params - (self.max_positions + 1) * self.hidden
         head = self.vocab * self.hidden if (self.lm_head and self.tied_embeddings) else 0
         return self.params - self.embedding_params + head
 
     @property
     def linear_layer_params(self) -> int:
         """Weights of the per-block linear layers: what 4-bit quantization and LoRA act on."""
-        return self.layers * _block_linear_params(self)
+        return self._linear_params
 
     def public(self) -> dict[str, Any]:
+        if self.is_vision:
+            return {
+                "name": self.name, "arch": self.arch, "params": self.params, "layers": self.layers,
+                "hidden": self.hidden, "heads": self.heads, "depths": list(self.depths),
+                "patch_size": self.patch_size, "image_size": self.image_size,
+                "num_classes": self.num_classes, "source": self.source,
+            }
         return {
             "name": self.name,
             "arch": self.arch,
@@ -246,6 +274,38 @@ _PRESET_SPECS: list[tuple[dict[str, Any], int, tuple[str, ...]]] = [
 ]
 
 
+def resnet_shape(name: str, depths: tuple[int, ...], num_classes: int = 1000, source: str = "") -> ModelShape:
+    """A bottleneck ResNet; ``layers`` counts its blocks (kernel launches scale with them)."""
+    figures = vision.resnet_figures(depths, 224, num_classes=num_classes)
+    return ModelShape(
+        name=name, arch="cnn", params=figures.params, layers=sum(depths), hidden=2048, heads=1, kv_heads=1,
+        intermediate=512, vocab=num_classes, depths=depths, image_size=224, num_classes=num_classes,
+        source=source,
+    )
+
+
+def vit_shape(
+    name: str, layers: int, hidden: int, heads: int, intermediate: int, patch: int, image_size: int,
+    num_classes: int = 1000, source: str = "",
+) -> ModelShape:
+    return ModelShape(
+        name=name, arch="vit",
+        params=vision.vit_params(layers, hidden, intermediate, patch, image_size, num_classes),
+        layers=layers, hidden=hidden, heads=heads, kv_heads=heads, intermediate=intermediate,
+        vocab=num_classes, has_bias=True, max_positions=vision.vit_tokens(image_size, patch),
+        patch_size=patch, image_size=image_size, num_classes=num_classes, source=source,
+    )
+
+
+# Image presets: torchvision's resnet50 (v1.5) and vit_b_16, ImageNet-1k heads.
+_VISION_PRESETS: list[tuple[ModelShape, tuple[str, ...]]] = [
+    (resnet_shape("resnet50", (3, 4, 6, 3), source=_HF.format("microsoft/resnet-50")),
+     ("resnet-50", "resnet50-v1.5", "microsoft/resnet-50", "torchvision/resnet50")),
+    (vit_shape("vit-b-16", 12, 768, 12, 3072, 16, 224, source=_HF.format("google/vit-base-patch16-224")),
+     ("vit-base-patch16-224", "vit_b_16", "vit-b/16", "google/vit-base-patch16-224", "vit_base_patch16_224")),
+]
+
+
 def _qwen_bias(shape: ModelShape) -> int:
     # Qwen2 puts biases on q, k and v only.
     return shape.layers * (shape.q_dim + 2 * shape.kv_dim) if shape.name.startswith("qwen") else 0
@@ -258,6 +318,10 @@ def _presets() -> tuple[dict[str, ModelShape], dict[str, str]]:
     for kw, extra, aliases in _PRESET_SPECS:
         base = _shape(**kw)
         shape = replace(base, params=base.params + extra + _qwen_bias(base))
+        shapes[shape.name] = shape
+        for alias in (shape.name, *aliases):
+            index[_key(alias)] = shape.name
+    for shape, aliases in _VISION_PRESETS:
         shapes[shape.name] = shape
         for alias in (shape.name, *aliases):
             index[_key(alias)] = shape.name
@@ -366,7 +430,9 @@ def _need(cfg: dict[str, Any], *names: str) -> Any:
 
 
 _LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}
-_SUPPORTED = sorted(_LLAMA_LIKE | {"phi", "gpt2", "gpt_neox", "opt", "bert", "roberta", "distilbert", "t5", "mt5"})
+_SUPPORTED = sorted(
+    _LLAMA_LIKE | {"phi", "gpt2", "gpt_neox", "opt", "bert", "roberta", "distilbert", "t5", "mt5", "resnet", "vit"}
+)
 
 
 def check_shape(shape: ModelShape, field: str) -> ModelShape:
@@ -492,9 +558,42 @@ def _from_hf_config(cfg: dict[str, Any]) -> ModelShape:
         )
         buckets = int(cfg.get("relative_attention_num_buckets") or 32)
         return replace(shape, params=shape.params + 2 * buckets * heads)
+    if mt in ("resnet", "vit"):
+        return _vision_from_hf_config(cfg, mt, name)
     raise UnsupportedConfig(
         HF_FIELD, f"unsupported model_type {mt!r}; supported: {', '.join(_SUPPORTED)}"
     )
+
+
+def _num_labels(cfg: dict[str, Any]) -> int:
+    labels = cfg.get("id2label") or cfg.get("label2id")
+    if isinstance(labels, dict) and labels:
+        return len(labels)
+    return int(cfg.get("num_labels") or 1000)
+
+
+def _vision_from_hf_config(cfg: dict[str, Any], mt: str, name: str) -> ModelShape:
+    """transformers ``ResNetConfig`` (bottleneck layers) and ``ViTConfig``."""
+    classes = _num_labels(cfg)
+    if mt == "resnet":
+        if cfg.get("layer_type", "bottleneck") != "bottleneck":
+            raise UnsupportedConfig(HF_FIELD, "only bottleneck ResNets (ResNet-50 and deeper) are supported")
+        depths = tuple(int(d) for d in _need(cfg, "depths"))
+        hidden_sizes = [int(h) for h in _need(cfg, "hidden_sizes")]
+        if len(depths) != 4 or len(hidden_sizes) != 4 or any(d <= 0 for d in depths):
+            raise UnsupportedConfig(HF_FIELD, "a ResNet config needs four stage depths and hidden_sizes")
+        if hidden_sizes != [256, 512, 1024, 2048] or int(cfg.get("embedding_size", 64)) != 64:
+            raise UnsupportedConfig(HF_FIELD, "only the standard ResNet widths (64 stem, 256-2048) are supported")
+        return resnet_shape(name, depths, classes, source="hf config.json")
+    heads = int(_need(cfg, "num_attention_heads"))
+    shape = vit_shape(
+        name, int(_need(cfg, "num_hidden_layers")), int(_need(cfg, "hidden_size")), heads,
+        int(_need(cfg, "intermediate_size")), int(cfg.get("patch_size") or 16), int(cfg.get("image_size") or 224),
+        classes, source="hf config.json",
+    )
+    if shape.hidden % heads:
+        raise UnsupportedConfig(HF_FIELD, f"hidden size {shape.hidden} is not divisible by {heads} heads")
+    return shape
 
 
 @lru_cache(maxsize=512)
@@ -511,16 +610,42 @@ def resolve_model(spec: str | ModelDims | HfConfigSpec) -> ModelShape:
     if isinstance(spec, str):
         return _resolve_cached(spec, "name")
     if isinstance(spec, ModelDims):
-        return _resolve_cached(spec.model_dump_json(), "dims")
+        return _resolve_by_digest(spec, "dims")
     if isinstance(spec, HfConfigSpec):
-        return _resolve_cached(spec.model_dump_json(), "hf")
+        return _resolve_by_digest(spec, "hf")
     raise UnknownModel(str(spec), preset_names())
+
+
+# Shapes of explicit models, keyed by a digest of the spec (a config.json may be large) and
+# bounded, least recently used first out, so distinct payloads cannot grow memory without end.
+_SPEC_SHAPES: OrderedDict[tuple[str, str], ModelShape] = OrderedDict()
+_SPEC_SHAPES_MAX = 256
+_SPEC_LOCK = threading.Lock()
+
+
+def _resolve_by_digest(spec: ModelDims | HfConfigSpec, kind: str) -> ModelShape:
+    key = (kind, hashlib.sha256(spec.model_dump_json().encode()).hexdigest())
+    with _SPEC_LOCK:
+        hit = _SPEC_SHAPES.get(key)
+        if hit is not None:
+            _SPEC_SHAPES.move_to_end(key)
+            return hit
+    if isinstance(spec, ModelDims):
+        shape = check_shape(_shape_from_dims(spec), "workload.model")
+    else:
+        shape = model_from_hf_config(spec.hf_config)
+    with _SPEC_LOCK:
+        _SPEC_SHAPES[key] = shape
+        while len(_SPEC_SHAPES) > _SPEC_SHAPES_MAX:
+            _SPEC_SHAPES.popitem(last=False)
+    return shape
 
 
 # LoRA target sets: which per-block matrices get adapters.
 LORA_TARGETS = ("attention", "all-linear", "qv")
 
 
+@lru_cache(maxsize=1024)
 def lora_trainable_params(shape: ModelShape, rank: int, targets: str = "attention") -> int:
     """Adapter parameters: ``rank * (d_in + d_out)`` per adapted matrix.
 

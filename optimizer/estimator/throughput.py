@@ -1,4 +1,4 @@
-"""Training FLOPs, tokens per second, MFU and hours.
+"""Training FLOPs, tokens (or images) per second, MFU and hours.
 
 FLOPs per token (Kaplan et al. 2020; PaLM appendix B for the attention term):
 
@@ -8,10 +8,17 @@ FLOPs per token (Kaplan et al. 2020; PaLM appendix B for the attention term):
 * LoRA / QLoRA ``2F`` (frozen weights need no weight gradient, only the activation gradient);
 * gradient checkpointing recomputes the forward: ``+F`` of hardware work, not of model FLOPs.
 
-Step time on one GPU is a two-term roofline: matmul FLOPs at a sustained share of the dense peak,
-plus the memory traffic of the bandwidth-bound kernels (norms, activations, softmax, dropout,
-optimizer update, QLoRA dequantization) at the card's bandwidth. Several GPUs add gradient
-all-reduce (DDP, ZeRO-1/2) or parameter all-gathers (ZeRO-3/FSDP), mostly hidden behind compute.
+Image models count FLOPs per image: a ResNet's convolutions layer by layer
+(``optimizer.estimator.vision``), a ViT as a transformer over its patch tokens.
+
+Step time on one GPU is a two-term roofline: matmul FLOPs at a sustained share of the dense peak
+(a fitted share times what large GEMMs reach on that GPU generation, at the precision's peak:
+fp32 on CUDA cores unless TF32 is asked for, bf16 emulated at the fp32 rate before Ampere), plus
+the memory traffic of the bandwidth-bound kernels (norms, activations, softmax, dropout, optimizer
+update, QLoRA dequantization) at the card's bandwidth. Host launch time is mostly hidden behind
+the GPU (a floor), but a share of it and a fixed per-optimizer-step cost add. Several GPUs add
+gradient all-reduce (DDP, ZeRO-1/2) or parameter all-gathers (ZeRO-3/FSDP), mostly hidden behind
+compute. Offload adds the host's optimizer step and the PCIe transfers.
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ import math
 from dataclasses import dataclass
 
 from optimizer.estimator import calibration as cal
+from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
 from optimizer.estimator.memory import ZERO_STAGE, MemoryParts, layer_bytes_per_token
 from optimizer.estimator.shapes import ModelShape
+from optimizer.estimator.stacks import stack_profile
 from optimizer.estimator.workload import Workload
 
 GPUS_PER_NODE = 8
@@ -32,23 +41,39 @@ GPUS_PER_NODE = 8
 class Throughput:
     model_flops_per_token: float
     hardware_flops_per_token: float
-    tokens_per_second: float  # all GPUs together
+    tokens_per_second: float  # all GPUs together (images per second for image models)
     mfu: float
     step_seconds: float
     compute_seconds: float
     memory_seconds: float
     comm_seconds: float
     peak_tflops: float
+    samples_per_second: float = 0.0
+    dispatch_seconds: float = 0.0
+    step_overhead_seconds: float = 0.0
+    offload_seconds: float = 0.0
+    matmul_efficiency: float = 0.0
 
 
-def forward_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+def tokens_per_sample(shape: ModelShape, w: Workload) -> int:
+    """Tokens a sample carries: ``seq_len`` for text, patches + class token for a ViT, 1 for a CNN."""
+    if shape.arch == "vit":
+        return vision.vit_tokens(w.image_size, shape.patch_size)
+    if shape.arch == "cnn":
+        return 1
+    return w.seq_len
+
+
+def forward_flops_per_token(shape: ModelShape, seq_len: int, image_size: int = 224) -> float:
+    if shape.arch == "cnn":
+        return vision.resnet_figures(shape.depths, image_size, num_classes=shape.num_classes).forward_flops
     attention = 4.0 * shape.layers * seq_len * shape.q_dim
     return 2.0 * shape.matmul_params + attention
 
 
 def training_flops_per_token(shape: ModelShape, w: Workload) -> tuple[float, float]:
-    """(model FLOPs, hardware FLOPs) per token."""
-    fwd = forward_flops_per_token(shape, w.seq_len)
+    """(model FLOPs, hardware FLOPs) per token (per image for a CNN)."""
+    fwd = forward_flops_per_token(shape, tokens_per_sample(shape, w), w.image_size)
     model = 3.0 * fwd if w.method == "full" else 2.0 * fwd
     hardware = model + (fwd if w.gradient_checkpointing else 0.0)
     return model, hardware
@@ -56,18 +81,46 @@ def training_flops_per_token(shape: ModelShape, w: Workload) -> tuple[float, flo
 
 def train_flops(shape: ModelShape, w: Workload) -> float:
     """Model FLOPs of the whole run (``6 N D``-style for full training)."""
-    return training_flops_per_token(shape, w)[0] * w.total_tokens
+    return training_flops_per_token(shape, w)[0] * run_tokens(shape, w)
 
 
-def effective_peak_tflops(gpu: GpuSpec, precision: str) -> float:
+def run_tokens(shape: ModelShape, w: Workload) -> float:
+    """Tokens (images for a CNN) the run processes."""
+    if shape.is_vision:
+        images = w.total_samples if w.total_samples is not None else cal.DEFAULT_IMAGES.value
+        return images * tokens_per_sample(shape, w)
+    return w.total_tokens
+
+
+def _tensor_core_gen(gpu: GpuSpec) -> bool:
+    return gpu.generation in ("ampere", "ada", "hopper", "blackwell", "cdna")
+
+
+def effective_peak_tflops(gpu: GpuSpec, precision: str, convolutions: bool = False) -> float:
     """Dense peak the training matmuls run at.
 
-    fp32 on Ampere and newer runs on TF32 tensor cores (half the fp16 rate), as NVIDIA's and
-    Lambda's BERT benchmarks do and Lightning recommends; older cards use plain fp32 FMA.
+    ``fp32``: PyTorch leaves TF32 off for matmuls (``torch.backends.cuda.matmul.allow_tf32`` is
+    False since 1.12), so they run on the CUDA cores; cuDNN convolutions allow TF32 by default.
+    ``tf32``: TF32 tensor cores (half the fp16 dense rate) on Ampere and newer. bf16 on cards
+    without bf16 tensor cores (V100, T4) is emulated at the fp32 rate.
     """
+    if precision == "tf32" or (precision == "fp32" and convolutions):
+        return gpu.fp16_tensor_tflops / 2 if _tensor_core_gen(gpu) else gpu.fp32_tflops
     if precision == "fp32":
-        return gpu.fp16_tensor_tflops / 2 if gpu.supports_bf16 else gpu.fp32_tflops
+        return gpu.fp32_tflops
     return gpu.peak_tflops(precision)
+
+
+def gemm_attainable(gpu: GpuSpec) -> float:
+    return cal.GEMM_ATTAINABLE.get(gpu.generation, cal.GEMM_ATTAINABLE["other"]).value
+
+
+def matmul_efficiency(gpu: GpuSpec, shape: ModelShape) -> float:
+    """Share of the dense peak the step's matmuls sustain on this GPU."""
+    eff = cal.MATMUL_EFFICIENCY.value * gemm_attainable(gpu)
+    if shape.arch == "cnn":
+        eff *= cal.CONV_EFFICIENCY_SHARE.value
+    return eff
 
 
 def _intra_node_gbs(gpu: GpuSpec) -> float:
@@ -89,48 +142,108 @@ def comm_seconds(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, s
     stage = ZERO_STAGE[sharding]
     local = min(gpu_count, GPUS_PER_NODE)
     nodes = math.ceil(gpu_count / GPUS_PER_NODE)
-    grad_bytes = trainable * 2.0 / w.gradient_accumulation_steps
+    grad_bytes = trainable * 2.0 / w.accumulation_steps
     intra = 2.0 * (local - 1) / local * grad_bytes
     inter = 2.0 * (nodes - 1) / nodes * grad_bytes / local if nodes > 1 else 0.0
-    if stage >= 3:
+    if stage >= 3 and w.method != "qlora":
         intra += 2.0 * (local - 1) / local * shape.params * 2.0
     return intra / (_intra_node_gbs(gpu) * 1e9) + inter / (cal.INTER_NODE_GBS.value * 1e9)
 
 
 def dispatch_seconds(shape: ModelShape, w: Workload) -> float:
     """Host time to launch one micro-step's kernels (eager PyTorch: tens of microseconds per op,
-    ~100+ ops per block forward and backward). The GPU cannot finish a step faster than that."""
+    ~100+ ops per block forward and backward; QLoRA adds a dequantize and casts per linear)."""
     passes = 4.0 / 3.0 if w.gradient_checkpointing else 1.0
-    return cal.DISPATCH_S_PER_LAYER.value * shape.layers * passes
+    per_layer = cal.DISPATCH_S_PER_LAYER.value
+    if shape.arch == "cnn":
+        per_layer *= cal.CNN_DISPATCH_SHARE.value
+    if w.method == "qlora":
+        per_layer *= cal.QLORA_DISPATCH_FACTOR.value
+    return per_layer * shape.layers * passes * stack_profile(w.stack).dispatch_share
+
+
+def offload_seconds(shape: ModelShape, w: Workload, gpu_count: int, mem: MemoryParts) -> float:
+    """Host optimizer step and PCIe traffic per micro-step under offload.
+
+    DeepSpeed's CPU Adam updates this process's partition on its share of the host's cores;
+    16-bit gradients go to the host and 16-bit weights come back once per optimizer step (and
+    with parameter offload the weights stream in for forward and backward of every micro-step).
+    """
+    if w.offload == "none":
+        return 0.0
+    share = gpu_count if mem.stage >= 1 else 1
+    params = mem.trainable_params / share
+    cores = cal.OFFLOAD_CORES_PER_GPU.value
+    cpu_s = params / (cal.CPU_ADAM_PARAMS_PER_S_PER_CORE.value * cores)
+    link = cal.HOST_LINK_GBS.value * 1e9
+    transfer = 2.0 * 2.0 * params / link  # gradients out, weights back
+    per_step = cpu_s + (1.0 - cal.OVERLAP_COMM.value) * transfer
+    stream = 0.0
+    if w.offload == "optimizer+params":
+        stream = 2.0 * 2.0 * shape.params / share / link
+    return per_step / w.accumulation_steps + stream
+
+
+def _activation_traffic_bytes(shape: ModelShape, w: Workload, mem: MemoryParts) -> float:
+    prof = stack_profile(w.stack)
+    if shape.arch == "cnn":
+        fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
+        c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+        act = w.micro_batch_size * fig.saved_elements * c
+        passes = cal.CNN_TRAFFIC.value
+    else:
+        if mem.layer_bytes:
+            act = shape.layers * mem.layer_bytes
+        else:  # a ViT: its blocks over the patch tokens
+            seq = tokens_per_sample(shape, w)
+            tokens = w.micro_batch_size * seq
+            act = shape.layers * tokens * layer_bytes_per_token(shape, w, mem.flash_attention, mem.residual_bytes, seq)
+        passes = cal.ACTIVATION_TRAFFIC.value
+    c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
+    logits = 0.0
+    if shape.lm_head:
+        # Fused losses never hold the logits but still write and read them chunk by chunk.
+        logits = max(mem.logits_bytes, w.micro_batch_size * w.seq_len * shape.vocab * c)
+    traffic = passes * prof.traffic_share * (act + logits)
+    if w.gradient_checkpointing:
+        traffic *= 4.0 / 3.0  # the recomputed forward writes its activations again
+    return traffic
 
 
 def throughput(
     shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts
 ) -> Throughput:
     model_fpt, hw_fpt = training_flops_per_token(shape, w)
-    peak = effective_peak_tflops(gpu, w.precision)
-    tokens = w.micro_batch_size * w.seq_len
-    compute_s = tokens * hw_fpt / (peak * 1e12 * cal.MATMUL_EFFICIENCY.value)
+    peak = effective_peak_tflops(gpu, w.precision, convolutions=shape.arch == "cnn")
+    per_sample = tokens_per_sample(shape, w)
+    tokens = w.micro_batch_size * per_sample
+    eff = matmul_efficiency(gpu, shape)
+    compute_s = tokens * hw_fpt / (peak * 1e12 * eff)
 
     # Bandwidth-bound work per micro-step.
-    act = shape.layers * tokens * layer_bytes_per_token(
-        shape, w, mem.flash_attention, mem.residual_bytes, w.seq_len
-    )
-    traffic = cal.ACTIVATION_TRAFFIC.value * (act + mem.logits)
-    if w.gradient_checkpointing:
-        traffic *= 4.0 / 3.0  # the recomputed forward writes its activations again
+    traffic = _activation_traffic_bytes(shape, w, mem)
     # Weights are read by the forward and both backward matmuls (16-bit copies under autocast).
-    weight_bytes = mem.weights
-    traffic += (3.0 if w.method == "full" else 2.0) * weight_bytes
+    # ZeRO-3/FSDP gather each block before its matmuls, so the whole block is read, not the shard
+    # (4-bit QLoRA weights are never sharded: mem.weights already holds all of them).
+    gathered = gpu_count if sharding in ("zero3", "fsdp") and w.method != "qlora" else 1
+    traffic += (3.0 if w.method == "full" else 2.0) * mem.weights * gathered
     if w.method == "qlora":
-        # Dequantize: read 4-bit, write and read the 16-bit matrix, per use.
-        traffic += cal.QLORA_DEQUANT_PASSES.value * shape.linear_layer_params * (0.5 + 2.0 + 2.0)
+        # Dequantize per use: read 4-bit, write and read the 16-bit matrix; forward, the activation
+        # gradient (frozen W has no weight gradient) and, with checkpointing, the recomputed forward.
+        uses = 3.0 if w.gradient_checkpointing else 2.0
+        traffic += uses * shape.linear_layer_params * (0.5 + 2.0 + 2.0) / cal.QLORA_DEQUANT_BW_SHARE.value
     # Optimizer update reads and writes weights, gradients and states once per optimizer step.
-    traffic += 2.0 * (mem.weights + mem.gradients + mem.optimizer) / w.gradient_accumulation_steps
+    traffic += 2.0 * (mem.weights + mem.gradients + mem.optimizer) / w.accumulation_steps
     memory_s = traffic / (gpu.mem_bw_gbs * 1e9 * cal.MEMORY_BW_EFFICIENCY.value)
-    local_s = compute_s + memory_s
+    gpu_s = compute_s + memory_s
 
-    local_s = max(local_s, dispatch_seconds(shape, w))
+    dispatch_s = dispatch_seconds(shape, w)
+    # Launches overlap GPU work (a floor), but part of the host time is exposed every step.
+    local_s = max(gpu_s, dispatch_s) + cal.DISPATCH_ADDITIVE_SHARE.value * min(gpu_s, dispatch_s)
+    step_overhead = cal.STEP_OVERHEAD_S.value * stack_profile(w.stack).dispatch_share / w.accumulation_steps
+    local_s += step_overhead
+    offload_s = offload_seconds(shape, w, gpu_count, mem)
+    local_s += offload_s
     comm_s = comm_seconds(shape, w, gpu, gpu_count, sharding, mem.trainable_params)
     hidden = cal.OVERLAP_COMM.value * min(local_s, comm_s)
     step_s = local_s + comm_s - hidden
@@ -146,6 +259,11 @@ def throughput(
         memory_seconds=memory_s,
         comm_seconds=comm_s,
         peak_tflops=peak,
+        samples_per_second=gpu_count * w.micro_batch_size / step_s,
+        dispatch_seconds=dispatch_s,
+        step_overhead_seconds=step_overhead,
+        offload_seconds=offload_s,
+        matmul_efficiency=eff,
     )
 
 
@@ -162,8 +280,8 @@ def run_hours(
     train_h = total_tokens / tokens_per_second / 3600.0
     download_h = shape.params * 2.0 / (cal.DOWNLOAD_GBS.value * 1e9) / 3600.0
     # One checkpoint per training hour (at least one): adapters only for LoRA, full state otherwise.
-    sharded = gpu_count > 1 and ZERO_STAGE[sharding] > 0
-    ckpt_bytes = (mem.weights + mem.optimizer) * (gpu_count if sharded else 1)
+    sharded = gpu_count > 1 and mem.stage > 0
+    ckpt_bytes = (mem.weights + mem.optimizer + mem.host_offload) * (gpu_count if sharded else 1)
     if w.method != "full":
         ckpt_bytes = mem.trainable_params * 4.0 * 3
     saves = max(1.0, train_h)
@@ -179,4 +297,7 @@ def run_hours(
 
 def baseline_tokens_per_second(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int) -> float:
     """The simple rule: ``6 N`` FLOPs per token at 50% of the dense peak (used by the bench)."""
-    return gpu_count * 0.5 * gpu.peak_tflops(w.precision) * 1e12 / (6.0 * shape.params)
+    per_token = 6.0 * shape.params
+    if shape.is_vision:
+        per_token = 3.0 * forward_flops_per_token(shape, tokens_per_sample(shape, w), w.image_size)
+    return gpu_count * 0.5 * gpu.peak_tflops(w.precision) * 1e12 / per_token

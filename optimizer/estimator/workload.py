@@ -6,17 +6,27 @@ Pure value objects. The model may be a preset name, explicit dimensions, or a Hu
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from optimizer.estimator.hf_limits import check_hf_config
 
 Method = Literal["full", "lora", "qlora"]
-Precision = Literal["fp32", "fp16", "bf16", "bf16-true"]
-OptimizerName = Literal["adamw", "adamw_8bit", "sgd"]
+# fp32: PyTorch's default, matmuls in full fp32 (TF32 off); tf32: fp32 storage, TF32 tensor-core matmuls.
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "bf16-true"]
+OptimizerName = Literal["adamw", "adamw_8bit", "adafactor", "sgd"]
 Sharding = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "auto"]
-LoraTargets = Literal["attention", "all-linear"]
+# attention: q, k, v, o; qv: q and v only (the LoRA paper's and litgpt's default); all-linear: + MLP.
+LoraTargets = Literal["attention", "qv", "all-linear"]
+# Where optimizer states (and parameters) live between steps: ZeRO-Offload / FSDP CPU offload.
+Offload = Literal["none", "optimizer", "optimizer+params"]
+# The training software: eager transformers + PEFT, torch.compile, fused-kernel stacks (Liger,
+# Unsloth), litgpt (chunked loss, no PEFT k-bit upcast).
+Stack = Literal["hf", "compiled", "fused", "litgpt"]
 
 # Largest amount of training we accept: 1e14 tokens is ~7x Llama-3's pre-training run.
 MAX_TOKENS = 1e14
@@ -34,7 +44,7 @@ class ModelDims(BaseModel):
     kv_heads: Annotated[int, Field(gt=0, le=4096)] | None = None
     intermediate: Annotated[int, Field(gt=0, le=1048576)] | None = None
     vocab: Annotated[int, Field(gt=0, le=4_000_000)] | None = None
-    name: str | None = None
+    name: Annotated[str, Field(max_length=200)] | None = None
 
 
 class HfConfigSpec(BaseModel):
@@ -44,8 +54,30 @@ class HfConfigSpec(BaseModel):
 
     hf_config: dict[str, Any]
 
+    # Size, depth and every size field bounded before anything computes with them.
+    _bounded = field_validator("hf_config")(check_hf_config)
 
-ModelSpec = str | ModelDims | HfConfigSpec
+
+def _model_kind(value: Any) -> str | None:
+    """Which form of model a request gives, so a bad config.json is reported by its own errors
+    (``hf_config.num_hidden_layers ...``), not drowned by "not a string" and "params_b missing"."""
+    if isinstance(value, str):
+        return "preset"
+    if isinstance(value, HfConfigSpec) or (isinstance(value, dict) and "hf_config" in value):
+        return "hf"
+    if isinstance(value, (ModelDims, dict)):
+        return "dims"
+    return None
+
+
+ModelSpec = Annotated[
+    Annotated[str, Field(max_length=200), Tag("preset")] | Annotated[ModelDims, Tag("dims")] | Annotated[HfConfigSpec, Tag("hf")],
+    Discriminator(
+        _model_kind,
+        custom_error_type="model_spec",
+        custom_error_message="model must be a preset name, an object with params_b, or {\"hf_config\": {...}}",
+    ),
+]
 
 
 class Workload(BaseModel):
@@ -56,9 +88,16 @@ class Workload(BaseModel):
     method: Method = "full"
     precision: Precision = "bf16"
     optimizer: OptimizerName = "adamw"
-    micro_batch_size: Annotated[int, Field(ge=1, le=65536)] = 8
+    global_batch_size: Annotated[int, Field(ge=1, le=1_048_576)] = Field(
+        default=16, description="sequences per optimizer step: what the run means, the same on every option"
+    )
+    micro_batch_size: Annotated[int, Field(ge=1, le=65536)] | Literal["auto"] = Field(
+        default="auto", description='sequences per GPU per forward pass; "auto": the largest that fits and runs fastest'
+    )
     seq_len: Annotated[int, Field(ge=1, le=1_048_576)] = 512
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool | Literal["auto"] = Field(
+        default="auto", description='recompute activations; "auto": only where it is needed to fit or pays'
+    )
     sharding: Sharding = "auto"
     lora_rank: Annotated[int, Field(ge=1, le=8192)] = 16
     lora_targets: LoraTargets = "attention"
@@ -66,10 +105,17 @@ class Workload(BaseModel):
         default=True,
         description="fused attention (FlashAttention / SDPA): no s x s score matrix is kept",
     )
-    gradient_accumulation_steps: Annotated[int, Field(ge=1, le=100_000)] = 1
+    gradient_accumulation_steps: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        default=None,
+        description="micro-steps per optimizer step; derived (global batch / (micro-batch x GPUs)) when absent",
+    )
+    offload: Offload = "none"
+    stack: Stack = "hf"
+    image_size: Annotated[int, Field(ge=32, le=4096, description="vision models: pixels per side")] = 224
     tokens: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
     samples: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
     dataset_tokens: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
+    dataset_samples: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
     epochs: Annotated[float, Field(gt=0, le=10_000)] | None = None
     dataset_gb: Annotated[float, Field(ge=0, le=1_000_000)] | None = Field(
         default=None, description="raw dataset size on disk; derived from tokens when absent"
@@ -77,11 +123,12 @@ class Workload(BaseModel):
 
     @model_validator(mode="after")
     def _amount(self) -> Workload:
-        given = [n for n in ("tokens", "samples", "dataset_tokens") if getattr(self, n) is not None]
+        amounts = ("tokens", "samples", "dataset_tokens", "dataset_samples")
+        given = [n for n in amounts if getattr(self, n) is not None]
         if len(given) > 1:
-            raise ValueError(f"give only one of tokens, samples, dataset_tokens (got {', '.join(given)})")
-        if self.epochs is not None and self.dataset_tokens is None:
-            raise ValueError("epochs needs dataset_tokens")
+            raise ValueError(f"give only one of {', '.join(amounts)} (got {', '.join(given)})")
+        if self.epochs is not None and self.dataset_tokens is None and self.dataset_samples is None:
+            raise ValueError("epochs needs dataset_tokens or dataset_samples")
         if isinstance(self.model, str) and not self.model.strip():
             raise ValueError("model must not be empty")
         if self.total_tokens > MAX_TOKENS:
@@ -97,7 +144,32 @@ class Workload(BaseModel):
             return self.samples * self.seq_len
         if self.dataset_tokens is not None:
             return self.dataset_tokens * (self.epochs or 1.0)
+        if self.dataset_samples is not None:
+            return self.dataset_samples * (self.epochs or 1.0) * self.seq_len
         return 1e8
+
+    @property
+    def total_samples(self) -> float | None:
+        """Samples (sequences, or images for vision models) over the run, when given as samples."""
+        if self.samples is not None:
+            return self.samples
+        if self.dataset_samples is not None:
+            return self.dataset_samples * (self.epochs or 1.0)
+        return None
+
+    @property
+    def is_concrete(self) -> bool:
+        """Whether the recipe is fully given (no ``auto`` left), as the memory and speed models need."""
+        return (
+            self.micro_batch_size != "auto"
+            and self.gradient_checkpointing != "auto"
+            and self.gradient_accumulation_steps is not None
+        )
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro-steps per optimizer step (1 until a recipe sets it)."""
+        return self.gradient_accumulation_steps or 1
 
     @property
     def effective_sharding(self) -> Sharding:
@@ -105,10 +177,11 @@ class Workload(BaseModel):
 
     @cached_property
     def _key(self) -> str:
-        return self.model_dump_json()
+        # A digest, not the JSON: cache keys stay 64 bytes whatever the model's config holds.
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
     def cache_key(self) -> str:
-        """The workload's content as a string, computed once per object (it is frozen)."""
+        """A digest of the workload's content, computed once per object (it is frozen)."""
         return self._key
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Workload:
@@ -118,15 +191,22 @@ class Workload(BaseModel):
         return copied
 
 
+# A provider, region or GPU name: short, never empty (request sizes stay bounded).
+Name = Annotated[str, Field(min_length=1, max_length=100)]
+
+
 class Constraints(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     deadline_hours: Annotated[float, Field(gt=0, le=100_000)] | None = None
     budget_usd: Annotated[float, Field(gt=0, le=1e12)] | None = None
-    providers: list[str] | None = None
-    regions: list[str] | None = None
-    gpus: list[str] | None = None
+    providers: Annotated[list[Name], Field(max_length=100)] | None = None
+    regions: Annotated[list[Name], Field(max_length=500)] | None = None
+    gpus: Annotated[list[Name], Field(max_length=100)] | None = None
     allow_spot: bool = False
     include_local: bool = True
     max_gpus: Annotated[int, Field(ge=1, le=4096)] | None = None
     electricity_usd_per_kwh: Annotated[float, Field(ge=0, le=10)] | None = None
+    # A region of the bundled electricity table (us-average, us-iowa, cn-beijing ...); an
+    # explicit electricity_usd_per_kwh wins.
+    electricity_region: Annotated[str, Field(min_length=1, max_length=64)] | None = None

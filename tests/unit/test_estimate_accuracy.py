@@ -39,13 +39,16 @@ def bench() -> ModuleType:
     return _bench()
 
 
+DATA = REPO / "tests" / "data"
+
+
 @pytest.fixture(scope="module")
 def cases(bench: ModuleType) -> list:
-    files = (REPO.parent / "shared" / "reference" / "measurement_cases.jsonl", REPO / "tests" / "data" / "measurements_extra.jsonl")
-    if not files[0].exists():
-        pytest.skip("reference measurements not available")
-    rows = bench.load_cases(files)
-    assert len(rows) >= 60
+    # Copies of the public reference rows (tests/data/reference/README.md), the rows added from
+    # public sources and the restatements of what each source's stack ran.
+    files = (DATA / "reference" / "measurement_cases.jsonl", DATA / "measurements_extra.jsonl")
+    rows = bench.load_cases(files, DATA / "measurements_adjustments.jsonl")
+    assert len(rows) >= 80
     return rows
 
 
@@ -59,7 +62,7 @@ def _errors(bench: ModuleType, cases: list) -> tuple[list[float], list[float], l
         v.append(bench.pct(e.memory_gb.total_per_gpu, c.vram_gb))
         vb.append(bench.pct(baseline_states_gb(resolve_model(c.workload.model), c.workload), c.vram_gb))
     for c in bench.tput_cases(cases):
-        t.append(bench.pct(estimate(c.workload, c.gpu, c.gpu_count).tokens_per_second, c.tokens_per_second))
+        t.append(bench.pct(bench._predict_tps(c), bench.measured_rate(c)))
     return v, vb, t
 
 
@@ -82,15 +85,29 @@ def test_accuracy_holds_on_reference_rows_alone(bench: ModuleType, cases: list) 
 
 
 def test_accuracy_holds_leaving_each_source_out(bench: ModuleType, cases: list) -> None:
-    v_err, t_err, _ = bench.loso(cases)
-    assert bench.summary(v_err)[0] <= 15.0
-    assert bench.summary(t_err)[0] <= 25.0
+    v_rows, t_rows, _ = bench.loso_rows(cases)
+    v_err = [e for _, e in v_rows]
+    t_err = [e for _, e in t_rows]
+    assert bench.summary(v_err)[0] <= 12.0
+    assert bench.summary(t_err)[0] <= 12.0
+    # The p90 targets: 20% for memory (offload rows apart: DeepSpeed's parameter cache is only
+    # roughly modelled) and 35% for throughput.
+    assert bench.summary([e for c, e in v_rows if c.workload.offload == "none"])[1] <= 20.0
+    assert bench.summary(t_err)[1] <= 35.0
+    assert all(abs(e) <= 50.0 for c, e in v_rows if c.workload.offload != "none")
+    images = [e for c, e in t_rows if c.is_vision]
+    assert len(images) >= 8 and bench.summary(images)[0] <= 20.0
+
+
+def test_throughput_error_near_memory_error(bench: ModuleType, cases: list) -> None:
+    v, _, t = _errors(bench, cases)
+    assert bench.summary(t)[0] <= 1.25 * bench.summary(v)[0]
 
 
 def test_fit_boundaries_fit(cases: list) -> None:
     import json
 
-    path = REPO.parent / "shared" / "reference" / "measurement_cases.jsonl"
+    path = DATA / "reference" / "measurement_cases.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     bounds = [r for r in rows if r["kind"] == "measurement" and r["vram_kind"] == "fit_boundary"]
     assert bounds
@@ -110,7 +127,10 @@ def test_contract_shape() -> None:
     est = estimate(w, "A100-80GB", 1)
     body = est.model_dump()
     assert body["params"] == 8_030_261_248
-    assert {"weights", "gradients", "optimizer", "activations", "overhead", "total_per_gpu"} == set(body["memory_gb"])
+    assert {"weights", "gradients", "optimizer", "activations", "overhead", "total_per_gpu", "allocator_peak",
+            "nvidia_smi"} == set(body["memory_gb"])
+    assert body["memory_gb"]["allocator_peak"] + body["memory_gb"]["overhead"] == pytest.approx(
+        body["memory_gb"]["total_per_gpu"], abs=0.01)
     parts = est.memory_gb
     assert parts.total_per_gpu == pytest.approx(
         parts.weights + parts.gradients + parts.optimizer + parts.activations + parts.overhead, abs=0.01

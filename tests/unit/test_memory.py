@@ -5,13 +5,20 @@ from __future__ import annotations
 import pytest
 
 from optimizer.estimator.gpus import gpu_spec
-from optimizer.estimator.memory import GB, layer_bytes_per_token, memory_parts
+from optimizer.estimator.memory import (
+    GB,
+    adafactor_state_bytes,
+    fused_attention_available,
+    layer_bytes_per_token,
+    memory_parts,
+)
 from optimizer.estimator.shapes import resolve_model
 from optimizer.estimator.workload import ModelDims, Workload
 
 
 def _w(**kw: object) -> Workload:
-    base: dict[str, object] = {"model": "llama-2-7b", "micro_batch_size": 1, "seq_len": 512}
+    base: dict[str, object] = {"model": "llama-2-7b", "micro_batch_size": 1, "seq_len": 512,
+                              "gradient_checkpointing": False}
     base.update(kw)
     return Workload.model_validate(base)
 
@@ -63,8 +70,13 @@ def test_lora_and_qlora_weights() -> None:
     # embeddings, LM head and norms stay in 16 bits.
     quant = shape.linear_layer_params
     expected = quant * (0.5 + 0.127 / 8) + (shape.params - quant) * 2
-    assert qlora.weights - lora.trainable_params * 4 == pytest.approx(expected, rel=1e-3)
-    assert 3.5 < qlora.weights / GB < 4.2
+    litgpt = memory_parts(shape, _w(method="qlora", stack="litgpt"), None, 1, "ddp")
+    assert litgpt.weights - lora.trainable_params * 4 == pytest.approx(expected, rel=1e-3)
+    assert 3.5 < litgpt.weights / GB < 4.2
+    # transformers + PEFT: prepare_model_for_kbit_training upcasts embeddings, head and norms to fp32.
+    upcast = quant * (0.5 + 0.127 / 8) + (shape.params - quant) * 4
+    assert qlora.weights - lora.trainable_params * 4 == pytest.approx(upcast, rel=1e-3)
+    assert qlora.residual_bytes == 4.0 and litgpt.residual_bytes == 2.0
     assert lora.optimizer == 8 * lora.trainable_params
 
 
@@ -81,12 +93,19 @@ def test_korthikanti_formula_reproduced() -> None:
     assert fused == s * b * h * 34
 
 
-def test_flash_attention_only_on_ampere_and_newer() -> None:
-    shape = resolve_model("bert-base")
-    w = _w(model="bert-base", seq_len=512, micro_batch_size=16)
+def test_fused_attention_by_kernel_rules() -> None:
+    shape = resolve_model("bert-base")  # head size 64
+    w = _w(model="bert-base", seq_len=512, micro_batch_size=16, precision="fp16")
     assert memory_parts(shape, w, gpu_spec("A100"), 1, "ddp").flash_attention
-    assert not memory_parts(shape, w, gpu_spec("V100"), 1, "ddp").flash_attention
+    # Memory-efficient SDPA runs on Volta/Turing for fp16/fp32 and head sizes divisible by 8 ...
+    assert memory_parts(shape, w, gpu_spec("V100"), 1, "ddp").flash_attention
+    assert memory_parts(shape, w, gpu_spec("T4"), 1, "ddp").flash_attention
+    # ... but has no bf16 path there, and needs the head size to be a multiple of 8.
+    assert not memory_parts(shape, w.model_copy(update={"precision": "bf16"}), gpu_spec("V100"), 1, "ddp").flash_attention
+    assert fused_attention_available(gpu_spec("V100"), w, 60) is False
+    assert fused_attention_available(gpu_spec("A100"), w, 60) is True
     assert not memory_parts(shape, w.model_copy(update={"flash_attention": False}), gpu_spec("A100"), 1, "ddp").flash_attention
+    assert not fused_attention_available(gpu_spec("P100"), w, 64)
 
 
 def test_checkpointing_keeps_block_inputs() -> None:
@@ -102,8 +121,9 @@ def test_logits_grow_with_vocab() -> None:
     w8 = _w(model="llama-3-8b", method="lora", seq_len=2048, micro_batch_size=4)
     mem = memory_parts(resolve_model("llama-3-8b"), w8, None, 1, "ddp")
     # 4 x 2048 tokens x 128,256 vocab: bf16 logits + two fp32 buffers = 10 bytes per element.
-    assert mem.logits == 4 * 2048 * 128256 * 10
-    assert mem.logits / GB > 10  # the 128k vocabulary alone needs more than 10 GB here
+    assert mem.logits_bytes == 4 * 2048 * 128256 * 10
+    assert mem.logits_bytes / GB > 10  # the 128k vocabulary alone needs more than 10 GB here
+    assert mem.peak_phase == "loss" and mem.logits == mem.logits_bytes
     enc = memory_parts(resolve_model("bert-base"), _w(model="bert-base"), None, 1, "ddp")
     assert enc.logits == 0  # encoders are fine-tuned with task heads
 
@@ -113,3 +133,86 @@ def test_overhead_is_context_plus_fragmentation() -> None:
     assert mem.context == pytest.approx(0.5 * GB)
     assert mem.fragmentation == pytest.approx(0.05 * mem.allocated_peak)
     assert mem.total == pytest.approx(mem.allocated_peak + mem.overhead)
+
+
+def test_peak_is_the_largest_phase_not_the_sum() -> None:
+    shape = resolve_model("llama-3-8b")
+    w = _w(model="llama-3-8b", method="lora", seq_len=2048, micro_batch_size=2, gradient_checkpointing=True)
+    mem = memory_parts(shape, w, None, 1, "ddp")
+    phases = dict(mem.phases)
+    states = mem.weights + mem.gradients + mem.optimizer
+    # The logits' peak (start of backward) and the recomputed block (later) are not alive together.
+    assert phases["loss"] - states == pytest.approx(mem.saved_activations + mem.logits_bytes)
+    assert mem.allocated_peak == max(phases.values())
+    assert mem.allocated_peak < states + mem.saved_activations + mem.logits_bytes + (phases["backward"] - states)
+    # Full fine-tuning of a small model peaks at the optimizer step: foreach AdamW's sqrt(v) buffer.
+    small = memory_parts(resolve_model("gpt2"), _w(model="gpt2", precision="fp32", micro_batch_size=1, seq_len=64), None, 1, "ddp")
+    assert small.peak_phase == "optimizer"
+    assert small.temporary == pytest.approx(4 * small.trainable_params)
+
+
+def test_stacks_change_the_loss_buffers() -> None:
+    shape = resolve_model("llama-3-8b")
+    w = _w(model="llama-3-8b", method="lora", seq_len=2048, micro_batch_size=2)
+    per_elem = {st: memory_parts(shape, w.model_copy(update={"stack": st}), None, 1, "ddp").logits_bytes
+                / (2 * 2048 * shape.vocab) for st in ("hf", "compiled", "fused", "litgpt")}
+    # hf: bf16 logits + fp32 upcast + fp32 log-probabilities; compiled fuses one; litgpt keeps
+    # 16-bit chunks; fused linear cross-entropy never holds them.
+    assert per_elem == {"hf": 10.0, "compiled": 6.0, "fused": 0.0, "litgpt": 6.0}
+
+
+def test_qlora_keeps_4bit_weights_whole_under_zero3() -> None:
+    shape = resolve_model("llama-2-7b")
+    one = memory_parts(shape, _w(method="qlora"), None, 1, "ddp")
+    eight = memory_parts(shape, _w(method="qlora"), None, 8, "zero3")
+    quant = shape.linear_layer_params * (0.5 + 0.127 / 8)
+    assert eight.weights >= quant  # not divided by the GPU count
+    assert eight.weights < one.weights  # the fp32 embeddings/head/norms are
+    # No 16-bit gather of the quantized blocks.
+    lora8 = memory_parts(shape, _w(method="lora"), None, 8, "zero3")
+    assert dict(lora8.phases)["backward"] - (lora8.weights + lora8.gradients + lora8.optimizer) > lora8.saved_activations
+
+
+def test_qlora_saves_the_4bit_matmul_inputs() -> None:
+    shape = resolve_model("llama-2-7b")
+    lora = memory_parts(shape, _w(method="lora", seq_len=2048), None, 1, "ddp")
+    qlora = memory_parts(shape, _w(method="qlora", seq_len=2048, stack="litgpt"), None, 1, "ddp")
+    litlora = memory_parts(shape, _w(method="lora", seq_len=2048, stack="litgpt"), None, 1, "ddp")
+    # Frozen 16-bit MLP linears keep no inputs; bitsandbytes' MatMul4Bit keeps them (h + i per token).
+    extra = (shape.hidden + shape.intermediate) * 2 * 2048 * shape.layers
+    assert qlora.saved_activations - litlora.saved_activations == pytest.approx(extra, rel=1e-9)
+    assert lora.saved_activations == litlora.saved_activations
+
+
+def test_offload_moves_optimizer_to_host() -> None:
+    shape = resolve_model("llama-2-7b")
+    w = _w(method="full", precision="bf16", gradient_checkpointing=True)
+    base = memory_parts(shape, w, None, 8, "zero2")
+    off = memory_parts(shape, w.model_copy(update={"offload": "optimizer"}), None, 8, "zero2")
+    # fp32 master + m + v (12 B) and the fp32 gradient partition (4 B) per parameter, per GPU's share.
+    assert off.host_offload == pytest.approx(shape.params * 16 / 8)
+    assert off.optimizer == 0 and off.weights == base.weights
+    assert off.total < base.total - 0.9 * base.optimizer
+    params = memory_parts(shape, w.model_copy(update={"offload": "optimizer+params"}), None, 8, "zero3")
+    assert params.weights == 0 and params.stage == 3
+    assert params.host_offload == pytest.approx(shape.params * 18 / 8)
+
+
+def test_adafactor_keeps_factored_second_moments() -> None:
+    shape = resolve_model("llama-2-7b")
+    ada = memory_parts(shape, _w(optimizer="adafactor", precision="bf16-true"), None, 1, "ddp")
+    adam = memory_parts(shape, _w(precision="bf16-true"), None, 1, "ddp")
+    assert ada.optimizer == adafactor_state_bytes(shape)
+    assert ada.optimizer < 0.02 * adam.optimizer  # rows + columns instead of two full moments
+
+
+def test_resnet50_fits_as_nvidia_runs_it() -> None:
+    """DeepLearningExamples configs.yml: batch 256 AMP and 112 FP32 on a 16 GB V100."""
+    shape = resolve_model("resnet50")
+    amp = _w(model="resnet50", precision="fp16", optimizer="sgd", micro_batch_size=256)
+    fp32 = _w(model="resnet50", precision="fp32", optimizer="sgd", micro_batch_size=112)
+    v100 = gpu_spec("V100")
+    assert memory_parts(shape, amp, v100, 1, "ddp").total / GB < 16
+    assert memory_parts(shape, fp32, v100, 1, "ddp").total / GB < 16
+    # ... and batch 512 AMP does not fit there.
+    assert memory_parts(shape, amp.model_copy(update={"micro_batch_size": 512}), v100, 1, "ddp").total / GB > 16

@@ -14,7 +14,8 @@ from optimizer.estimator.workload import Workload
 
 
 def _bert(seq: int, precision: str = "fp32", flash: bool = True) -> float:
-    w = Workload(model="bert-base", micro_batch_size=16, seq_len=seq, precision=precision, flash_attention=flash)
+    w = Workload(model="bert-base", micro_batch_size=16, seq_len=seq, precision=precision, flash_attention=flash,
+                 gradient_checkpointing=False)
     return estimate(w, "RTX3060").memory_gb.total_per_gpu
 
 
@@ -66,10 +67,13 @@ def test_7b_weights_and_what_adamw_adds() -> None:
 
 def test_rtx3060_and_7b_qlora_at_2048() -> None:
     base = dict(method="qlora", micro_batch_size=1, seq_len=2048)
-    no_ckpt = estimate(Workload(model="llama-2-7b", **base), "RTX3060")
+    no_ckpt = estimate(Workload(model="llama-2-7b", gradient_checkpointing=False, **base), "RTX3060")
     assert not no_ckpt.fits  # the seeds are right without gradient checkpointing (~17.6 GB)
     ckpt = estimate(Workload(model="llama-2-7b", gradient_checkpointing=True, **base), "RTX3060")
-    assert ckpt.fits and ckpt.memory_gb.total_per_gpu < 9  # with it, 7B fits with room
+    assert ckpt.fits and ckpt.memory_gb.total_per_gpu < 10  # with it, 7B fits with room
     tight = estimate(Workload(model="llama-3-8b", gradient_checkpointing=True, **base), "RTX3060")
-    # Llama-3-8B's 128k vocabulary (logits) and larger embeddings put it right at the card's size.
-    assert abs(tight.memory_gb.total_per_gpu - 12.0) < 1.0
+    # Llama-3-8B's 128k vocabulary (logits) and larger embeddings, which PEFT's k-bit preparation
+    # upcasts to fp32 (4.2 GB), put it right at the card's size: the range straddles 12 GB.
+    assert abs(tight.memory_gb.total_per_gpu - 12.0) < 1.5
+    low, high = tight.range["total_per_gpu"]
+    assert low < 12.0 < high
