@@ -1,14 +1,18 @@
 """Rent or buy for one workload at a cadence: cost and hours per run each way, when buying pays off,
 how that moves with the electricity price and with how often the job runs.
 
-Break-even is counted in runs over the machine's life (the cash view a planner uses): buying costs
-``capex - resale`` once plus energy per run, renting costs the rental per run, so
+Buying means owning as many machines as the cadence needs: each runs at most
+``730 h x max_utilization`` a month, so ``machines = ceil(runs_per_month x hours_per_run /
+(730 x max_utilization))``. Owning through month ``m`` costs the machines' price plus energy minus
+what they would sell for then, on one resale curve (``costs.resale_curve_usd``); renting costs the
+rental per run. So with ``R`` runs a month
 
-    breakeven_runs = ceil((capex - resale_at_end_of_life) / (rent_per_run - energy_per_run))
+    d(m) = rent_per_run x R x m - (capex + energy_per_run x R x m - resale(m))
 
-and never when a rented run costs no more than the energy of an owned one. ``breakeven_months``
-is that count at ``runs_per_month``; ``within_lifetime`` says whether it comes before the machine is
-expected to be sold.
+and ``breakeven_months`` is the month where ``d`` turns positive (never, when a rented run costs no
+more than the energy of an owned one); ``cheaper_at_horizon`` is the sign of ``d(horizon)``, so the
+two figures cannot disagree. ``breakeven_runs`` is the runs done by then. ``d`` is convex (resale
+decays exponentially) and starts below zero (only the GPUs resell), so it crosses once.
 """
 
 from __future__ import annotations
@@ -62,8 +66,15 @@ class BuySide(BaseModel):
     hours_per_run: float
     cost_per_run_usd: float = Field(description="energy of one run: the marginal cost once owned")
     energy_per_run_usd: float
-    capex_usd: float
-    resale_usd: float = Field(description="expected resale at the end of the lifetime")
+    capex_usd: float = Field(description="price of all the machines the cadence needs")
+    resale_usd: float = Field(description="expected resale of those machines at the end of the lifetime")
+    price_per_machine_usd: float = 0.0
+    machines: int = Field(default=1, description="machines the cadence needs (730 h a month each, at most "
+                          "max_utilization of it)")
+    utilization: float = Field(default=0.0, description="share of the machines' hours the runs use")
+    max_utilization: float = costs.MAX_UTILIZATION
+    hours_per_month_needed: float = 0.0
+    machine_hours_per_month: float = Field(default=0.0, description="machines x 730 h")
     lifetime_months: int
     usd_per_kwh: float
     lead_time_days: float
@@ -99,6 +110,9 @@ class BreakevenResult(BaseModel):
     breakeven_months: float | None
     within_lifetime: bool
     cheaper_at_horizon: str  # "rent" | "buy"
+    payback_months_cash: float | None = Field(
+        default=None, description="months until the savings repay the machines' price, selling nothing"
+    )
     sensitivity: list[SensitivityRow]
     cumulative: list[CumulativePoint]
     prices_as_of: dict[str, datetime] = Field(default_factory=dict)
@@ -107,7 +121,8 @@ class BreakevenResult(BaseModel):
 
 
 def breakeven_runs(capex_net_usd: float, rent_per_run_usd: float, energy_per_run_usd: float) -> int | None:
-    """Runs after which owning has cost no more than renting; None if that never happens."""
+    """Runs after which owning has cost no more than renting, resale fixed at ``capex - capex_net``;
+    None if that never happens."""
     margin = rent_per_run_usd - energy_per_run_usd
     if margin <= 0:
         return None
@@ -118,29 +133,77 @@ def breakeven_months(runs: int | None, runs_per_month: float) -> float | None:
     return None if runs is None else runs / runs_per_month
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owning:
+    """``machines`` machines of one build: their price, energy per run and resale curve."""
+
+    price_usd: float  # one machine
+    machines: int
+    energy_per_run_usd: float
+    resale_fraction: float
+    lifetime_months: int
+    resellable_share: float = 1.0
+
+    @property
+    def capex_usd(self) -> float:
+        return self.price_usd * self.machines
+
+    def resale_usd(self, month: float) -> float:
+        return costs.resale_curve_usd(
+            self.price_usd, self.resale_fraction, month, self.lifetime_months, self.resellable_share
+        ) * self.machines
+
+    def net_usd(self, month: float, runs: float) -> float:
+        """Cash spent through ``month`` minus what the machines would sell for then."""
+        return self.capex_usd + self.energy_per_run_usd * runs - self.resale_usd(month)
+
+
+def resellable_share(build: LocalBuild) -> float:
+    """Share of a build's price that resells: its GPUs (no used-price evidence for other parts)."""
+    gpus = sum(p.price_usd for p in build.parts if p.category == "gpu")
+    return gpus / build.price_usd if gpus > 0 else 1.0
+
+
+def breakeven_month(rent_per_run_usd: float, own: Owning, runs_per_month: float) -> float | None:
+    """First month at which owning (net of resale then) has cost no more than renting; None if never."""
+
+    def d(m: float) -> float:
+        return rent_per_run_usd * runs_per_month * m - own.net_usd(m, runs_per_month * m)
+
+    if d(0.0) >= 0:
+        return 0.0
+    saving = (rent_per_run_usd - own.energy_per_run_usd) * runs_per_month
+    if saving <= 0:
+        return None
+    # d(m) >= saving * m - capex, so the crossing lies before capex / saving.
+    lo, hi = 0.0, own.capex_usd / saving
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if d(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def machines_for(runs_per_month: float, hours_per_run: float, units: int, max_utilization: float) -> costs.MachineSizing:
+    """Machines the cadence needs, each busy at most ``max_utilization`` of its 730 h a month."""
+    return costs.machines_needed(runs_per_month * hours_per_run * units, 1.0, max_utilization, units)
+
+
 def cumulative_costs(
-    rent_per_run_usd: float,
-    capex_usd: float,
-    energy_per_run_usd: float,
-    runs_per_month: float,
-    months: int,
-    *,
-    price_usd: float,
-    units: int,
-    resale_fraction: float,
-    lifetime_months: int,
+    rent_per_run_usd: float, own: Owning, runs_per_month: float, months: int
 ) -> list[CumulativePoint]:
     out = []
     for m in range(months + 1):
         runs = runs_per_month * m
-        buy = capex_usd + energy_per_run_usd * runs
-        resale = costs.resale_value_usd(price_usd, resale_fraction, m, lifetime_months) * units
+        buy = own.capex_usd + own.energy_per_run_usd * runs
         out.append(
             CumulativePoint(
                 month=m,
                 rent_usd=round(rent_per_run_usd * runs, 2),
                 buy_usd=round(buy, 2),
-                buy_net_of_resale_usd=round(buy - resale, 2),
+                buy_net_of_resale_usd=round(own.net_usd(m, runs), 2),
             )
         )
     return out
@@ -237,26 +300,37 @@ def breakeven(
     r = _pick_rent(workload, rent_t, offers, est, shardings, a)
     b, build = _pick_buy(workload, buy_t, builds, est, shardings, a, electricity_usd_per_kwh)
     kwh = float(b.breakdown["usd_per_kwh"])
-    capex = b.capex_usd
-    resale = capex - b.fixed_usd
     e = b.cost_per_run_usd
-    n = breakeven_runs(capex - resale, r.cost_per_run_usd, e)
-    months = breakeven_months(n, runs_per_month)
     life = build.lifetime_months
+    units = max(1, b.nodes)
+    sizing = machines_for(runs_per_month, b.hours, units, a.max_utilization)
+    own = Owning(build.price_usd, sizing.machines, e, build.resale_fraction, life, resellable_share(build))
+    capex = own.capex_usd
+    resale_end = own.resale_usd(life)
+    months = breakeven_month(r.cost_per_run_usd, own, runs_per_month)
+    n = None if months is None else max(0, math.ceil(months * runs_per_month - 1e-9))
     within = months is not None and months <= life
     runs_in_life = runs_per_month * life
-    sens = _sensitivity(r.cost_per_run_usd, capex - resale, e, kwh, runs_per_month, life)
-    curve = cumulative_costs(
-        r.cost_per_run_usd, capex, e, runs_per_month, horizon_months,
-        price_usd=build.price_usd, units=b.nodes, resale_fraction=build.resale_fraction,
-        lifetime_months=life,
+    saving = (r.cost_per_run_usd - e) * runs_per_month
+    sens = _sensitivity(r.cost_per_run_usd, build, b, kwh, runs_per_month, a.max_utilization)
+    curve = cumulative_costs(r.cost_per_run_usd, own, runs_per_month, horizon_months)
+    at_horizon = r.cost_per_run_usd * runs_per_month * horizon_months - own.net_usd(
+        horizon_months, runs_per_month * horizon_months
     )
-    last = curve[-1]
+    hours_month = sizing.hours_needed
     notes = [
-        "break-even counts capex minus the expected resale at the end of the build's "
-        f"{life}-month life; the chart also shows the cash view (no resale)",
+        f"{runs_per_month:g} runs a month x {b.hours:.2f} h = {hours_month:,.0f} machine-hours a month: "
+        f"{sizing.machines} machine(s) x 730 h at most {a.max_utilization:.0%} busy "
+        f"({sizing.utilization:.0%} used)",
+        "break-even and the horizon comparison both count what the machines would sell for at that month "
+        f"(only the GPUs resell; {build.resale_fraction:.0%} of the price after the build's {life}-month life)",
         f"electricity {kwh:.4f} USD/kWh at {a.psu_efficiency:.0%} PSU efficiency; idle power not counted",
     ]
+    if sizing.machines > a.max_machines:
+        notes.append(
+            f"the cadence needs {sizing.machines} machines, more than the {a.max_machines} a local purchase "
+            "is sized for here: rent, or run the job less often"
+        )
     host = est(workload, b.gpu, build.gpu_count, None if build.gpu_count == 1 else b.sharding).host
     if build.ram_gb < host.ram_gb:
         notes.append(
@@ -265,7 +339,7 @@ def breakeven(
         )
     if build.cpu_cores < host.cpu_cores:
         notes.append(f"{build.id} has {build.cpu_cores} CPU cores; the data pipeline wants {host.cpu_cores}")
-    if n is None:
+    if months is None:
         notes.append("a rented run costs no more than the energy of an owned one: buying never pays off")
     elif not within:
         notes.append(f"break-even comes after the build's {life}-month life at this cadence")
@@ -279,17 +353,22 @@ def breakeven(
         buy=BuySide(
             build=build.id, name=build.name, gpu=b.gpu, gpu_count=build.gpu_count,
             hours_per_run=round(b.hours, 4), cost_per_run_usd=round(e, 4), energy_per_run_usd=round(e, 4),
-            capex_usd=round(capex, 2), resale_usd=round(resale, 2), lifetime_months=life,
+            capex_usd=round(capex, 2), resale_usd=round(resale_end, 2), lifetime_months=life,
+            price_per_machine_usd=round(build.price_usd, 2), machines=sizing.machines,
+            utilization=round(sizing.utilization, 4), max_utilization=a.max_utilization,
+            hours_per_month_needed=round(hours_month, 2),
+            machine_hours_per_month=round(sizing.machines * costs.HOURS_PER_MONTH, 2),
             usd_per_kwh=kwh, lead_time_days=build.lead_time_days,
-            cost_per_run_at_cadence_usd=round((capex - resale) / runs_in_life + e, 4) if runs_in_life else None,
-            source=build.source, as_of=build.as_of, option=to_option(b),
+            cost_per_run_at_cadence_usd=round((capex - resale_end) / runs_in_life + e, 4) if runs_in_life else None,
+            source=build.source, as_of=build.as_of, option=_bought_option(b, sizing, capex, e, runs_in_life),
         ),
         runs_per_month=runs_per_month,
         horizon_months=horizon_months,
         breakeven_runs=n,
         breakeven_months=round(months, 2) if months is not None else None,
         within_lifetime=within,
-        cheaper_at_horizon="buy" if last.buy_net_of_resale_usd < last.rent_usd else "rent",
+        cheaper_at_horizon="buy" if at_horizon > 0 else "rent",
+        payback_months_cash=round(capex / saving, 2) if saving > 0 else None,
         sensitivity=sens,
         cumulative=curve,
         prices_as_of=dict(prices_as_of or {}),
@@ -298,25 +377,35 @@ def breakeven(
     )
 
 
+def _bought_option(b: Candidate, sizing: costs.MachineSizing, capex: float, e: float, runs: float) -> Option:
+    """The build as a quote option, with the machines the cadence needs over the build's life."""
+    opt = to_option(b)
+    return opt.model_copy(update={
+        "machines": sizing.machines, "utilization": round(sizing.utilization, 4),
+        "outlay_usd": round(capex + e * runs, 2),
+    })
+
+
 def _sensitivity(
-    rent_per_run: float, capex_net: float, energy_per_run: float, kwh: float, runs_per_month: float,
-    lifetime_months: int,
+    rent_per_run: float, build: LocalBuild, b: Candidate, kwh: float, runs_per_month: float, max_utilization: float,
 ) -> list[SensitivityRow]:
     rows: list[SensitivityRow] = []
+    life = build.lifetime_months
+    share = resellable_share(build)
+    units = max(1, b.nodes)
+
+    def row(parameter: str, value: float, rpm: float, energy: float) -> SensitivityRow:
+        m_count = machines_for(rpm, b.hours, units, max_utilization).machines
+        own = Owning(build.price_usd, m_count, energy, build.resale_fraction, life, share)
+        m = breakeven_month(rent_per_run, own, rpm)
+        n = None if m is None else max(0, math.ceil(m * rpm - 1e-9))
+        return SensitivityRow(
+            parameter=parameter, value=round(value, 4), breakeven_runs=n,
+            breakeven_months=round(m, 2) if m is not None else None, within_lifetime=m is not None and m <= life,
+        )
+
     for f in ELECTRICITY_FACTORS:
-        n = breakeven_runs(capex_net, rent_per_run, energy_per_run * f)
-        m = breakeven_months(n, runs_per_month)
-        rows.append(SensitivityRow(
-            parameter="electricity_usd_per_kwh", value=round(kwh * f, 4), breakeven_runs=n,
-            breakeven_months=round(m, 2) if m is not None else None,
-            within_lifetime=m is not None and m <= lifetime_months,
-        ))
-    n = breakeven_runs(capex_net, rent_per_run, energy_per_run)
+        rows.append(row("electricity_usd_per_kwh", kwh * f, runs_per_month, b.cost_per_run_usd * f))
     for f in UTILIZATION_FACTORS:
-        m = breakeven_months(n, runs_per_month * f)
-        rows.append(SensitivityRow(
-            parameter="runs_per_month", value=round(runs_per_month * f, 4), breakeven_runs=n,
-            breakeven_months=round(m, 2) if m is not None else None,
-            within_lifetime=m is not None and m <= lifetime_months,
-        ))
+        rows.append(row("runs_per_month", runs_per_month * f, runs_per_month * f, b.cost_per_run_usd))
     return rows

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Per-node time from "instance running" to "first training step": boot, image/driver start, pulling
-# the model and the dataset. An assumption, not a measurement; billed like the run itself.
+# Per-node time from "instance running" to "first training step" when a caller has no estimate of
+# its own (the estimator counts setup in a run's hours, and option generation bills that once).
 SETUP_HOURS = 0.1
 
 # Spot interruptions: a planning assumption (about one reclaim per 20 instance-hours), not a
@@ -27,6 +27,34 @@ RESTART_HOURS = 0.1
 PSU_EFFICIENCY = 0.90
 
 HOURS_PER_MONTH = 730.0  # 8760 / 12
+# Share of a month an owned machine can run jobs: maintenance, updates, data preparation and the
+# gaps between runs take the rest. An assumption (the same figure the portfolio plan uses).
+MAX_UTILIZATION = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSizing:
+    """How many machines a workload of ``hours_needed`` machine-hours takes within a span of months."""
+
+    machines: int
+    utilization: float  # share of those machines' hours (730 a month) the work uses
+    hours_needed: float
+    hours_available_per_machine: float
+
+
+def machines_needed(
+    hours_needed: float, months: float, max_utilization: float = MAX_UTILIZATION, units_per_run: int = 1
+) -> MachineSizing:
+    """Machines (in whole sets of ``units_per_run``) for ``hours_needed`` machine-hours over ``months``.
+
+    Each machine runs at most ``HOURS_PER_MONTH * max_utilization`` hours a month; ``hours_needed``
+    counts every machine a run occupies (a run over two machines needs two machines' hours).
+    """
+    per_machine = HOURS_PER_MONTH * max_utilization * months
+    sets = max(1, math.ceil(hours_needed / (per_machine * units_per_run) - 1e-9)) if per_machine > 0 else 1
+    machines = sets * units_per_run
+    util = hours_needed / (machines * HOURS_PER_MONTH * months) if months > 0 else 0.0
+    return MachineSizing(machines, util, hours_needed, per_machine)
 
 
 def billed_hours(run_hours: float, billing_increment_s: int = 1, min_billing_s: int = 0) -> float:
@@ -112,6 +140,31 @@ def resale_value_usd(price_usd: float, resale_fraction: float, age_months: float
     return price_usd * (1.0 - (1.0 - resale_fraction) * share)
 
 
+def resale_curve_usd(
+    price_usd: float, resale_fraction: float, age_months: float, lifetime_months: int, resellable_share: float = 1.0
+) -> float:
+    """What a machine sells for used after ``age_months``: the bundled catalog's resale model.
+
+    Only the GPUs resell (no used-price evidence for other parts), so right after purchase the
+    machine is worth its GPUs' share of the price; that value then decays exponentially (the
+    launch-vs-used fit the catalog's ``resale_fraction`` comes from) to ``resale_fraction`` of the
+    price at the end of ``lifetime_months``, and on at the same rate after it.
+    """
+    share = min(1.0, max(resellable_share, resale_fraction, 1e-9))
+    end = max(resale_fraction, 1e-9)
+    rate = math.log(share / end) / lifetime_months
+    return price_usd * share * math.exp(-rate * max(age_months, 0.0))
+
+
+def storage_usd(disk_gb: float, usd_per_gb_month: float | None, hours: float, nodes: int = 1) -> float:
+    """The job's disk on each node at the provider's block-storage price for ``hours`` (the
+    instance's billed hours: the disk lives as long as the instance; providers bill provisioned
+    GB-months pro rata, 730 hours a month)."""
+    if not usd_per_gb_month or disk_gb <= 0 or hours <= 0:
+        return 0.0
+    return disk_gb * usd_per_gb_month * hours / HOURS_PER_MONTH * nodes
+
+
 def energy_kwh(hours: float, power_w: float, psu_efficiency: float = PSU_EFFICIENCY) -> float:
     """Energy drawn at the wall: component power divided by the PSU's efficiency."""
     return hours * power_w / psu_efficiency / 1000.0
@@ -134,6 +187,11 @@ class BuyCost:
     @property
     def total_usd(self) -> float:
         return self.capex_usd - self.resale_usd + self.energy_usd + self.idle_energy_usd
+
+    @property
+    def outlay_usd(self) -> float:
+        """Cash paid: the machines' price and the energy, before anything is sold again."""
+        return self.capex_usd + self.energy_usd + self.idle_energy_usd
 
     def breakdown(self) -> dict[str, float]:
         return {
@@ -158,15 +216,17 @@ def buy_cost(
     held_months: float | None = None,
     idle_hours: float = 0.0,
     psu_efficiency: float = PSU_EFFICIENCY,
+    machines: int | None = None,
 ) -> BuyCost:
-    """Owning ``units`` machines for ``runs`` runs of ``run_hours`` each: capex minus the expected
-    resale after ``held_months`` (default: the whole lifetime) plus energy at load, plus energy for
-    ``idle_hours`` of switched-on idling per machine."""
+    """Owning ``machines`` machines (default ``units``) for ``runs`` runs of ``run_hours`` each on
+    ``units`` of them: capex minus the expected resale after ``held_months`` (default: the whole
+    lifetime) plus energy at load, plus energy for ``idle_hours`` of switched-on idling per machine."""
     held = lifetime_months if held_months is None else held_months
-    capex = price_usd * units
-    resale = resale_value_usd(price_usd, resale_fraction, held, lifetime_months) * units
+    owned = units if machines is None else machines
+    capex = price_usd * owned
+    resale = resale_value_usd(price_usd, resale_fraction, held, lifetime_months) * owned
     per_run = energy_cost_usd(run_hours, load_power_w, usd_per_kwh, psu_efficiency) * units
-    idle = energy_cost_usd(idle_hours, idle_power_w, usd_per_kwh, psu_efficiency) * units
+    idle = energy_cost_usd(idle_hours, idle_power_w, usd_per_kwh, psu_efficiency) * owned
     return BuyCost(
         capex_usd=capex,
         resale_usd=resale,

@@ -33,6 +33,10 @@ def to_option(c: Candidate) -> Option:
         zone=c.zone,
         source=c.source,
         as_of=c.as_of,
+        outlay_usd=round(c.outlay_usd, 4),
+        machines=c.machines if c.kind == "local" else None,
+        utilization=round(c.utilization, 4) if c.utilization is not None else None,
+        recipe=c.recipe,
     )
 
 
@@ -65,7 +69,8 @@ def ranked_options(best: Candidate | None, ranked: Sequence[Candidate], top: int
     """The chosen candidate first, then the cheapest alternatives (one per offer or build).
 
     Rent or buy is the question, so when both kinds are feasible both are shown: if the cheapest
-    ``top`` rows are all cloud (or all local), the last row gives way to the cheapest of the other kind.
+    ``top`` rows are all cloud (or all local), the last quarter of the rows (at least one) gives way
+    to the cheapest of the other kind, so more than a single build (or rental) can be compared.
     """
     rows = list(ranked)
     if best is not None:
@@ -73,9 +78,9 @@ def ranked_options(best: Candidate | None, ranked: Sequence[Candidate], top: int
     shown = rows[:top]
     for kind in ("local", "cloud"):
         if len(shown) >= 2 and all(c.kind != kind for c in shown):
-            other = next((c for c in rows[top:] if c.kind == kind), None)
-            if other is not None:
-                shown[-1] = other
+            others = [c for c in rows[top:] if c.kind == kind][: max(1, top // 4)]
+            if others:
+                shown = shown[: len(shown) - len(others)] + others
     return [to_option(c) for c in shown]
 
 

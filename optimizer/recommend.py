@@ -17,14 +17,15 @@ cooler that satisfy the rules above.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field
 
 from optimizer import costs
-from optimizer.breakeven import breakeven_months, breakeven_runs
-from optimizer.candidates import Estimator, ShardingChoices, default_estimator, generate
+from optimizer.breakeven import Owning, breakeven_month, machines_for, resellable_share
+from optimizer.candidates import MAX_MACHINES, Estimator, ShardingChoices, default_estimator, generate
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
 from optimizer.explain import rejected_groups, to_option
 from optimizer.estimator.gpus import find_gpu, gpu_spec
@@ -72,6 +73,11 @@ class BuildRecommendation(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     breakeven_runs: int | None = None
     breakeven_months: float | None = None
+    machines: int = Field(default=1, description="machines the cadence needs (730 h a month each, at most "
+                          "max_utilization busy)")
+    utilization: float = Field(default=0.0, description="share of those machines' hours the runs use")
+    capex_usd: float = Field(default=0.0, description="price of all the machines")
+    advice: list[str] = Field(default_factory=list, description="the seeds' build floors this build is below")
     source: str | None = None
     as_of: datetime | None = None
 
@@ -264,6 +270,15 @@ def _components(b: LocalBuild, est: Estimate, needs: Needs) -> list[ComponentCho
     return rows
 
 
+def _advice(b: LocalBuild) -> list[str]:
+    out = []
+    if b.cpu_cores < MIN_CPU_CORES:
+        out.append(f"advice: the seeds suggest >= {MIN_CPU_CORES} CPU cores for a training build ({b.cpu_cores} here)")
+    if b.ram_gb < MIN_RAM_GB:
+        out.append(f"advice: the seeds suggest >= {MIN_RAM_GB:.0f} GB RAM for a training build ({b.ram_gb:g} GB here)")
+    return out
+
+
 def recommend(
     workload: Workload,
     builds: Iterable[LocalBuild],
@@ -322,30 +337,44 @@ def recommend(
         if deadline_hours is not None and est.hours > deadline_hours:
             rejected.setdefault("misses deadline", []).append(b.id)
             continue
-        if budget_usd is not None and b.price_usd > budget_usd:
+        sizing = machines_for(runs_per_month, est.hours, 1, costs.MAX_UTILIZATION)
+        if sizing.machines > MAX_MACHINES:
+            rejected.setdefault("needs more machines than allowed", []).append(b.id)
+            continue
+        capex = b.price_usd * sizing.machines
+        # The budget caps the cash paid for the machines.
+        if budget_usd is not None and capex > budget_usd:
             rejected.setdefault("over budget", []).append(b.id)
             continue
         kwh = b.electricity_usd_per_kwh if electricity_usd_per_kwh is None else electricity_usd_per_kwh
         energy = costs.energy_cost_usd(est.hours, b.load_power_w, kwh)
-        n = None
+        n = months = None
         if rental is not None:
-            resale = costs.resale_value_usd(b.price_usd, b.resale_fraction, b.lifetime_months, b.lifetime_months)
-            n = breakeven_runs(b.price_usd - resale, rental.cost_per_run_usd, energy)
+            own = Owning(b.price_usd, sizing.machines, energy, b.resale_fraction, b.lifetime_months,
+                         resellable_share(b))
+            months = breakeven_month(rental.cost_per_run_usd, own, runs_per_month)
+            n = None if months is None else max(0, math.ceil(months * runs_per_month - 1e-9))
         warnings = [f"{c.category}: needs {c.need}" for c in comps if not c.ok]
+        advice = _advice(b)
         recs.append(BuildRecommendation(
             build_id=b.id, name=b.name, origin="composed from parts" if b.tier == "composed" else "catalog",
             gpu=gpu, gpu_count=b.gpu_count, price_usd=round(b.price_usd, 2), hours_per_run=round(est.hours, 3),
             energy_per_run_usd=round(energy, 4), memory_need_gb_per_gpu=est.memory_gb.total_per_gpu,
             vram_gb_per_gpu=b.gpu_vram_gb, balanced=not warnings, components=comps, warnings=warnings,
-            breakeven_runs=n, breakeven_months=breakeven_months(n, runs_per_month),
-            source=b.source, as_of=b.as_of,
+            breakeven_runs=n, breakeven_months=round(months, 2) if months is not None else None,
+            machines=sizing.machines, utilization=round(sizing.utilization, 4), capex_usd=round(capex, 2),
+            advice=advice, source=b.source, as_of=b.as_of,
         ))
-    # Balanced first, then cheapest to buy, then fastest.
-    recs.sort(key=lambda r: (not r.balanced, r.price_usd, r.hours_per_run))
+    # Balanced first, then cheapest to buy (all the machines the cadence needs), then fastest.
+    recs.sort(key=lambda r: (not r.balanced, r.capex_usd, r.hours_per_run))
     best = recs[0] if recs and recs[0].balanced else None
     notes = [
         "balanced = the seeds' rules: >= 8 CPU cores and >= 70 % predicted GPU feeding, >= 32 GB RAM "
         "and what loading needs, NVMe large enough for data, model and checkpoints",
+        "the 8-core and 32 GB floors are the seeds' advice for building a machine, not what the job needs; "
+        "quotes judge rentals and builds on the job's own needs",
+        f"machines: each runs at most {costs.MAX_UTILIZATION:.0%} of its 730 h a month; "
+        f"{runs_per_month:g} runs a month set how many the job needs",
     ]
     if best is None and recs:
         notes.append("no build meets every balancing rule; the alternatives list what each one lacks")

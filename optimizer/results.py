@@ -28,6 +28,10 @@ class MemoryBreakdown(BaseModel):
     activations: float
     overhead: float
     total_per_gpu: float
+    # Sources report either: torch.cuda.max_memory_allocated (allocator_peak) or what nvidia-smi
+    # shows for the process (allocator peak + CUDA context + cached blocks = total_per_gpu).
+    allocator_peak: float = 0.0
+    nvidia_smi: float = 0.0
 
 
 class HostNeeds(BaseModel):
@@ -36,6 +40,41 @@ class HostNeeds(BaseModel):
     ram_gb: float
     cpu_cores: int
     disk_gb: float
+
+
+class Recipe(BaseModel):
+    """How the run is executed on one option: micro-batch x accumulation x data-parallel GPUs."""
+
+    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+
+    micro_batch_size: int
+    gradient_accumulation_steps: int
+    gradient_checkpointing: bool
+    sharding: str
+    data_parallel_gpus: int = 1
+    global_batch_size: int = Field(description="sequences per optimizer step as run: micro x accumulation x GPUs")
+    requested_global_batch_size: int
+    chosen: tuple[str, ...] = Field(default=(), description='fields that were "auto" and chosen here')
+    notes: tuple[str, ...] = ()
+
+    def label(self) -> str:
+        """``4 x 2 x 2 GPUs = 16, checkpointing`` as a one-line summary."""
+        gpus = f" x {self.data_parallel_gpus} GPUs" if self.data_parallel_gpus > 1 else ""
+        ckpt = ", checkpointing" if self.gradient_checkpointing else ""
+        return f"{self.micro_batch_size} x {self.gradient_accumulation_steps}{gpus} = {self.global_batch_size}{ckpt}"
+
+
+class Suggestion(BaseModel):
+    """A change that makes a job fit, verified by estimating it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    changes: dict[str, Any] = Field(description="workload fields to change (gpu_count: GPUs to use)")
+    gpu_count: int
+    total_per_gpu_gb: float
+    hours: float
+    recipe: Recipe | None = None
 
 
 class Estimate(BaseModel):
@@ -56,6 +95,14 @@ class Estimate(BaseModel):
     host: HostNeeds
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
+    samples_per_second: float = Field(default=0.0, description="sequences (images for vision models) per second, all GPUs")
+    range: dict[str, list[float]] = Field(
+        default_factory=dict,
+        description="[low, high] of total_per_gpu (GB) and tokens_per_second: how sure the estimate is",
+    )
+    warnings: tuple[str, ...] = ()
+    recipe: Recipe | None = None
+    suggestions: tuple[Suggestion, ...] = ()
 
     @field_serializer("details")
     def _rounded(self, details: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +128,14 @@ class Option(BaseModel):
     zone: str | None = None
     source: str | None = None
     as_of: datetime | None = None
+    outlay_usd: float = Field(
+        default=0.0, description="cash paid: the rental bill, or the machines' price plus energy (what a budget caps)"
+    )
+    machines: int | None = Field(default=None, description="local: machines the runs need within their life")
+    utilization: float | None = Field(
+        default=None, description="local: share of the machines' hours (730 a month) the runs use over their life"
+    )
+    recipe: Recipe | None = None
 
 
 class RejectedGroup(BaseModel):
@@ -107,3 +162,6 @@ class Quote(BaseModel):
     fastest: Option | None = None
     runs: int = 1
     estimate: dict[str, Any] | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="stale or implausible prices, converted currencies, checked at quote time"
+    )

@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from optimizer import costs
-from optimizer.candidates.estimator import Estimator, ShardingChoices, _canonical, _estimate, _wanted_gpus
+from optimizer.candidates.estimator import (
+    Estimator,
+    ShardingChoices,
+    _canonical,
+    _estimate,
+    _wanted_gpus,
+    job_host,
+)
 from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
@@ -35,7 +42,7 @@ from optimizer.candidates.rejections import (
     _deeper,
 )
 from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions, Pricing
-from optimizer.results import Estimate
+from optimizer.results import Estimate, Recipe
 from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import Offer
 
@@ -54,6 +61,9 @@ class _Config:
     cores_per_node: float
     total_gpus: float
     reason: str | None  # config-level failure (VRAM, max GPUs, quota, unsupported)
+    setup_hours: float = 0.0  # per node per run, billed once
+    recipe: Recipe | None = None
+    disk_gb_per_node: float = 0.0  # checkpoint, dataset and outputs: rented as block storage
 
 
 def _offer_label(o: Offer) -> str:
@@ -72,12 +82,14 @@ def _configs(
     max_gpus: int,
     quota: int | None,
     memo: dict[tuple[str, int, str | None], Estimate | str],
+    fabric: bool = False,
+    setup_hours: float | None = None,
 ) -> list[_Config]:
     out: list[_Config] = []
     whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
-    # Several nodes only of full-size instances (8+ GPUs, the ones built with the inter-node fabric
-    # data-parallel training across machines needs); smaller ones run as single nodes.
-    multi_node = whole and gpus_per_node >= MIN_GPUS_FOR_MULTI_NODE
+    # Several nodes only of full-size instances sold with an inter-node fabric (EFA, InfiniBand,
+    # GPUDirect): data-parallel training across machines runs at the estimated speed only there.
+    multi_node = whole and gpus_per_node >= MIN_GPUS_FOR_MULTI_NODE and fabric
     node_counts = range(1, max_nodes + 1) if multi_node else range(1, 2)
     for nodes in node_counts:
         total = gpus_per_node * nodes
@@ -97,14 +109,18 @@ def _configs(
                 out.append(_Config(nodes, label, 0, 0, 0, 0, total, est))
                 continue
             label = est.sharding or label
+            host = job_host(est)
+            setup = host.setup_hours if setup_hours is None else setup_hours
+            # The estimate's hours include its setup; option generation bills setup once, apart.
+            train = max(0.0, est.hours - host.setup_hours)
             # A GPU partition (g6f: a quarter GPU) runs at its share of the card's speed and has
             # its share of the memory; marketed memory sizes are binary (a "24 GB" card has 24 GiB).
-            hours = est.hours if whole else est.hours / gpus_per_node
+            hours = train if whole else train / gpus_per_node
             fits = est.fits if whole else est.memory_gb.total_per_gpu <= vram_gb * GIB_PER_GB
             # The estimator sizes the host for one node of up to 8 GPUs.
             share = (gpus_per_node / min(total, 8)) if whole else 1.0
             reason = None
-            if fits:
+            if fits and _recipe_unconstrained(est, workload):
                 fitted.add(label)
             if quota is not None and total > quota:
                 reason = OVER_QUOTA
@@ -117,18 +133,35 @@ def _configs(
                     train_hours=hours,
                     mem_gb=est.memory_gb.total_per_gpu,
                     # Host needs grow with the GPUs each node feeds.
-                    ram_gb_per_node=est.host.ram_gb * share,
-                    cores_per_node=est.host.cpu_cores * share,
+                    ram_gb_per_node=host.ram_gb * share,
+                    cores_per_node=host.cpu_cores * share,
                     total_gpus=total,
                     reason=reason,
+                    setup_hours=setup,
+                    recipe=est.recipe,
+                    disk_gb_per_node=est.host.disk_gb,
                 )
             )
     return out
 
 
 # ZeRO-3 / FSDP do ZeRO-2's work plus two all-gathers of the weights per micro-step: once ZeRO-2
-# fits, they can only be slower (the estimator models the same compute for both).
+# fits with nothing left to gain from more memory (see ``_recipe_unconstrained``), they can only be
+# slower (the estimator models the same compute for both).
 _SLOWER_THAN: dict[str, set[str]] = {"zero3": {"zero2"}, "fsdp": {"zero2"}}
+
+
+def _recipe_unconstrained(est: Estimate, workload: Workload) -> bool:
+    """Whether the fitted recipe is already what unlimited memory would give: the whole per-GPU
+    share in one micro-batch and no recomputation, as far as they were left to ``auto``. Otherwise a
+    heavier scheme frees memory for a larger micro-batch and may run faster."""
+    r = est.recipe
+    if r is None:
+        return True
+    micro_free = workload.micro_batch_size == "auto" and workload.gradient_accumulation_steps is None
+    if micro_free and r.gradient_accumulation_steps > 1:
+        return False
+    return not (workload.gradient_checkpointing == "auto" and r.gradient_checkpointing)
 
 
 def _sharding_calls(workload: Workload, count: int, shardings: ShardingChoices) -> list[str | None]:
@@ -159,9 +192,14 @@ def _cloud_candidate(
         billing_increment_s=offer.billing_increment_s,
         min_billing_s=offer.min_billing_s,
         spot=pricing == "spot",
-        setup_hours=a.setup_hours,
+        setup_hours=cfg.setup_hours,
         interruptions_per_hour=a.spot_interruptions_per_hour,
     )
+    # On billed hours: the disk lives as long as the instance is billed, and the bill stays
+    # (price + storage rate) x billed hours, so configurations rank the same on every offer.
+    storage = costs.storage_usd(cfg.disk_gb_per_node, offer.storage_usd_per_gb_month, rc.billed_hours, cfg.nodes)
+    breakdown = rc.breakdown(runs)
+    breakdown["storage_usd"] = storage * runs
     return Candidate(
         key=f"{offer.provider}/{offer.region}/{offer.zone or ''}/{offer.instance_type}/{cfg.nodes}/{cfg.sharding}/{pricing}",
         kind="cloud",
@@ -176,15 +214,16 @@ def _cloud_candidate(
         hourly_usd=price * cfg.nodes,
         hours=rc.wall_hours,
         fixed_usd=0.0,
-        cost_per_run_usd=rc.cost_per_run_usd,
+        cost_per_run_usd=rc.cost_per_run_usd + storage,
         runs=runs,
         memory_need_gb_per_gpu=cfg.mem_gb,
         vram_gb_per_gpu=offer.gpu_vram_gb,
         sharding=cfg.sharding,
-        breakdown=rc.breakdown(runs),
+        breakdown=breakdown,
         source=offer.source,
         as_of=offer.as_of,
         total_gpus=cfg.total_gpus,
+        recipe=cfg.recipe,
     )
 
 
@@ -193,16 +232,17 @@ class _Group:
     gpu: str
     gpus_per_node: float
     vram_gb: float
+    fabric: bool = False
     offers: list[Offer] = field(default_factory=list)
 
 
 def _filter_offers(
     offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally
-) -> dict[tuple[str, float, float], _Group]:
+) -> dict[tuple[str, float, float, bool], _Group]:
     providers = {p.lower() for p in constraints.providers} if constraints.providers else None
     regions = set(constraints.regions) if constraints.regions else None
     gpus = _wanted_gpus(constraints)
-    groups: dict[tuple[str, float, float], _Group] = {}
+    groups: dict[tuple[str, float, float, bool], _Group] = {}
     for o in offers:
         gpu = _canonical(o.gpu)
         if gpu is None:
@@ -218,10 +258,11 @@ def _filter_offers(
         if o.price_hour is None and not (constraints.allow_spot and o.spot_price_hour is not None):
             tally.add(NO_PRICE, _offer_label(o))
             continue
-        key = (gpu, o.gpu_count, o.gpu_vram_gb)
+        fabric = bool(getattr(o, "inter_node_fabric", False))
+        key = (gpu, o.gpu_count, o.gpu_vram_gb, fabric)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = _Group(gpu, o.gpu_count, o.gpu_vram_gb)
+            g = groups[key] = _Group(gpu, o.gpu_count, o.gpu_vram_gb, fabric)
         g.offers.append(o)
     return groups
 
@@ -266,6 +307,7 @@ def cloud_candidates(
                 estimator=estimator, shardings=shardings,
                 max_nodes=assumptions.max_nodes, max_gpus=max_gpus,
                 quota=quotas.get(provider) if quotas and provider else None, memo=memo,
+                fabric=group.fabric, setup_hours=assumptions.setup_hours,
             )
             # Offer-independent reason of the best config-level attempt.
             base_reason: str | None = None
@@ -310,7 +352,7 @@ def _price_group(
             train = (
                 costs.spot_wall_hours(c.train_hours, a.spot_interruptions_per_hour) if p == "spot" else c.train_hours
             )
-            wall[(i, p)] = a.setup_hours + train
+            wall[(i, p)] = c.setup_hours + train
     rules: dict[tuple[int, int], list[Offer]] = {}
     for o in members:
         rules.setdefault((o.billing_increment_s, o.min_billing_s), []).append(o)
@@ -329,28 +371,31 @@ def _price_group(
             order = sorted(on_time, key=lambda i: (factor[i], wall[(i, p)]))
             # Per config in cost order: (index, cost factor, RAM and vCPUs a node needs, hours).
             steps = [(i, factor[i], cfgs[i].ram_gb_per_node, cfgs[i].cores_per_node, wall[(i, p)]) for i in order]
-            priced: list[tuple[float, float, float, Offer]] = []
+            # Block storage is billed over the same hours as the instance, so an offer's hourly
+            # rate for config i is its price plus the job's disk at its storage rate.
+            priced: list[tuple[float, float, float, float, Offer]] = []
             for o in offs:
                 price = o.spot_price_hour if spot else o.price_hour
                 if price is not None:
-                    priced.append((price, inf if o.ram_gb is None else o.ram_gb,
+                    disk_rate = (o.storage_usd_per_gb_month or 0.0) / costs.HOURS_PER_MONTH
+                    priced.append((price, disk_rate, inf if o.ram_gb is None else o.ram_gb,
                                    inf if o.vcpus is None else o.vcpus, o))
-            for price, ram, cpu, o in priced:
+            for price, disk_rate, ram, cpu, o in priced:
                 for i, f, need_ram, need_cpu, hours in steps:
                     if ram < need_ram or cpu < need_cpu:
                         continue
-                    cost = price * f
+                    cost = (price + disk_rate * cfgs[i].disk_gb_per_node) * f
                     if cost <= cap_budget:
                         cur = best_of.get(id(o))
                         if cur is None or cost < cur[0] or (cost == cur[0] and hours < cur[1]):
                             best_of[id(o)] = (cost, hours, i, p)
                     break  # later configurations of this offer only cost more
-            priced.sort(key=lambda r: r[0])
             for i, f, need_ram, need_cpu, _hours in steps:
-                for price, ram, cpu, o in priced:
+                disk = cfgs[i].disk_gb_per_node
+                for price, disk_rate, ram, cpu, o in sorted(priced, key=lambda r: r[0] + r[1] * disk):
                     if ram < need_ram or cpu < need_cpu:
                         continue
-                    cost = price * f
+                    cost = (price + disk_rate * disk) * f
                     if cost <= cap_budget:
                         prev = best_for_cfg.get((i, p))
                         if prev is None or cost < prev[0]:

@@ -3,14 +3,20 @@ names resolved once."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 from optimizer.candidates.rejections import UNSUPPORTED
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
+from optimizer.estimator import calibration as cal
 from optimizer.estimator.gpus import canonical_gpu, find_gpu
 from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
+
+# Largest safetensors shard of a Hub checkpoint (transformers ``save_pretrained`` default "5GB").
+CHECKPOINT_SHARD_GB = 5.0
 
 Estimator = Callable[[Workload, str, int, "str | None"], Estimate]
 ShardingChoices = Callable[[str, int], list[str]]
@@ -49,3 +55,39 @@ def _estimate(
         raise  # the request is wrong, not this GPU
     except GpucostError:
         return UNSUPPORTED
+
+
+@dataclass(frozen=True, slots=True)
+class JobHost:
+    """What the job itself needs of one node's host (up to 8 GPUs), and its per-run setup hours."""
+
+    ram_gb: float
+    cpu_cores: float
+    setup_hours: float
+
+
+def job_host(est: Estimate) -> JobHost:
+    """RAM and cores the job needs (loading the checkpoint, the dataset cache, the dataloader
+    workers, the system), without the floors the estimator adds as advice for building a machine
+    (32 GB, 4 cores): a rental is judged on what the job uses. Falls back to ``est.host`` when the
+    estimate carries no breakdown."""
+    parts = est.details.get("host_ram_parts_gb") if est.details else None
+    workers = est.details.get("dataloader_workers") if est.details else None
+    if parts:
+        per_node = min(est.gpu_count, 8)
+        loading = float(parts.get("model_loading", 0.0))
+        # Hub checkpoints are safetensors shards of at most ~5 GB (transformers' default
+        # ``max_shard_size``), memory-mapped and moved to the GPU a shard at a time: a process's
+        # resident peak while loading is about one shard, not the whole checkpoint.
+        loading_real = min(loading, CHECKPOINT_SHARD_GB * per_node)
+        ram = float(sum(parts.values())) - loading + loading_real
+    else:
+        ram = est.host.ram_gb
+    cores = (
+        float(max(1, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value)))
+        if isinstance(workers, int | float) and workers > 0
+        else float(est.host.cpu_cores)
+    )
+    hours_parts = est.details.get("hours_parts") if est.details else None
+    setup = float(hours_parts.get("setup_hours", 0.0)) if hours_parts else 0.0
+    return JobHost(ram, cores, setup)

@@ -5,12 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from optimizer import costs
-from optimizer.candidates.estimator import Estimator, ShardingChoices, _canonical, _estimate, _wanted_gpus
+from optimizer.candidates.estimator import (
+    Estimator,
+    ShardingChoices,
+    _canonical,
+    _estimate,
+    _wanted_gpus,
+    job_host,
+)
 from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
     NO_HOST_CPU,
     NO_HOST_RAM,
+    NO_MACHINE_HOURS,
     NO_VRAM,
     OVER_BUDGET,
     TOO_MANY_GPUS,
@@ -76,7 +84,11 @@ def local_candidates(
                     reason = _deeper(reason, r)
                     continue
                 cand = _local_candidate(b, gpu, est, units, runs, kwh, assumptions)
-                if constraints.budget_usd is not None and cand.cost_usd > constraints.budget_usd:
+                if cand is None:
+                    reason = _deeper(reason, NO_MACHINE_HOURS)
+                    continue
+                # A budget caps the cash paid (machines and energy), not the cost net of resale.
+                if constraints.budget_usd is not None and cand.outlay_usd > constraints.budget_usd:
                     reason = _deeper(reason, OVER_BUDGET)
                     continue
                 out.append(cand)
@@ -101,11 +113,13 @@ def _local_reason(
 ) -> str | None:
     if not est.fits or est.memory_gb.total_per_gpu > b.gpu_vram_gb * GIB_PER_GB:
         return NO_VRAM
-    # The estimator sizes one node of up to 8 GPUs; each unit is one node.
+    # The estimator sizes one node of up to 8 GPUs; each unit is one node. The job's own needs
+    # decide (the 32 GB / 8-core floors are advice for choosing parts, given by ``recommend``).
     share = b.gpu_count / min(b.gpu_count * units, 8)
-    if strict_host and b.ram_gb < est.host.ram_gb * share:
+    host = job_host(est)
+    if strict_host and b.ram_gb < host.ram_gb * share:
         return NO_HOST_RAM
-    if strict_host and b.cpu_cores < est.host.cpu_cores * share:
+    if strict_host and b.cpu_cores < host.cpu_cores * share:
         return NO_HOST_CPU
     deadline = constraints.deadline_hours
     # A machine not yet bought has to be delivered and assembled first.
@@ -116,8 +130,14 @@ def _local_reason(
 
 def _local_candidate(
     b: LocalBuild, gpu: str, est: Estimate, units: int, runs: int, kwh: float | None, a: CostAssumptions
-) -> Candidate:
+) -> Candidate | None:
+    """The purchase of as many machines as ``runs`` need within the time they are held; None when
+    that is more than ``a.max_machines``."""
     usd_per_kwh = b.electricity_usd_per_kwh if kwh is None else kwh
+    held = b.lifetime_months if a.held_months is None else a.held_months
+    sizing = costs.machines_needed(est.hours * runs * units, held, a.max_utilization, units)
+    if sizing.machines > a.max_machines:
+        return None
     bc = costs.buy_cost(
         b.price_usd,
         units,
@@ -130,10 +150,13 @@ def _local_candidate(
         lifetime_months=b.lifetime_months,
         held_months=a.held_months,
         psu_efficiency=a.psu_efficiency,
+        machines=sizing.machines,
     )
     breakdown = bc.breakdown()
     breakdown["usd_per_kwh"] = usd_per_kwh
     breakdown["lead_time_hours"] = b.lead_time_days * 24
+    breakdown["machine_hours_needed"] = sizing.hours_needed
+    breakdown["machine_hours_available"] = sizing.hours_available_per_machine * sizing.machines
     return Candidate(
         key=f"local/{b.id}/{units}/{est.sharding}",
         kind="local",
@@ -159,4 +182,7 @@ def _local_candidate(
         total_gpus=b.gpu_count * units,
         lead_hours=b.lead_time_days * 24,
         capex_usd=bc.capex_usd,
+        machines=sizing.machines,
+        utilization=sizing.utilization,
+        recipe=est.recipe,
     )

@@ -15,11 +15,12 @@ NO_HOST_RAM = "insufficient host RAM"
 NO_HOST_CPU = "insufficient host CPU"
 LATE = "misses deadline"
 OVER_BUDGET = "over budget"
+NO_MACHINE_HOURS = "needs more machines than allowed"
 
 # How far an offer got before failing; the deepest failure is the one reported.
 _DEPTH = {
     EXCLUDED: 0, UNKNOWN_GPU: 0, NO_PRICE: 0, UNSUPPORTED: 1, TOO_MANY_GPUS: 1, OVER_QUOTA: 1,
-    NO_VRAM: 2, NO_HOST_RAM: 3, NO_HOST_CPU: 3, LATE: 4, OVER_BUDGET: 5,
+    NO_VRAM: 2, NO_HOST_RAM: 3, NO_HOST_CPU: 3, LATE: 4, NO_MACHINE_HOURS: 4, OVER_BUDGET: 5,
 }
 
 

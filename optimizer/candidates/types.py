@@ -10,12 +10,14 @@ from typing import Literal
 
 from optimizer import costs
 from optimizer.candidates.rejections import RejectionTally
+from optimizer.results import Recipe
 
 Pricing = Literal["on_demand", "spot", "purchase"]
 
 MAX_NODES = 4
 MAX_TOTAL_GPUS = 64
 MAX_LOCAL_UNITS = 2
+MAX_MACHINES = 16  # local machines one answer may buy: beyond this it is a data centre, not a build
 GIB_PER_GB = 2**30 / 1e9
 
 
@@ -23,13 +25,17 @@ GIB_PER_GB = 2**30 / 1e9
 class CostAssumptions:
     """Knobs of the cost model that are assumptions rather than prices; echoed in answers."""
 
-    setup_hours: float = costs.SETUP_HOURS
+    # None: the estimator's own per-run setup, counted once in the run's hours and billed once.
+    setup_hours: float | None = None
     spot_interruptions_per_hour: float = costs.SPOT_INTERRUPTIONS_PER_HOUR
     psu_efficiency: float = costs.PSU_EFFICIENCY
     electricity_usd_per_kwh: float | None = None  # None: each build's own figure
     held_months: float | None = None  # None: a build is held for its lifetime, then sold
     max_nodes: int = MAX_NODES
     max_local_units: int = MAX_LOCAL_UNITS
+    # An owned machine runs at most 730 h x this a month; more runs need more machines.
+    max_utilization: float = costs.MAX_UTILIZATION
+    max_machines: int = MAX_MACHINES
     # False: a named machine is judged on its GPUs only; host shortfalls become notes, not rejections.
     strict_host: bool = True
 
@@ -59,11 +65,21 @@ class Candidate:
     as_of: datetime | None = None
     total_gpus: float = 1.0
     lead_hours: float = 0.0
-    capex_usd: float = 0.0
+    capex_usd: float = 0.0  # purchase: the price of every machine bought
+    machines: int = 0  # purchase: machines bought (nodes per run x sets the runs need)
+    utilization: float | None = None  # purchase: share of the machines' hours the runs use
+    recipe: Recipe | None = None
 
     @property
     def cost_usd(self) -> float:
         return self.fixed_usd + self.cost_per_run_usd * self.runs
+
+    @property
+    def outlay_usd(self) -> float:
+        """Cash paid: the rental bill, or the machines' price plus energy (no resale): what a budget caps."""
+        if self.kind == "local":
+            return self.capex_usd + self.cost_per_run_usd * self.runs
+        return self.cost_usd
 
 
 @dataclass(slots=True)

@@ -10,12 +10,14 @@ from __future__ import annotations
 from functools import lru_cache
 
 from optimizer.errors import InvalidInput
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
-from optimizer.estimator.host import host_needs, host_notes
+from optimizer.estimator.host import HostDetail, host_needs, host_notes
 from optimizer.estimator.memory import GB, MemoryParts, memory_parts
 from optimizer.estimator.shapes import ModelShape, resolve_model
 from optimizer.results import Estimate, MemoryBreakdown
-from optimizer.estimator.throughput import run_hours, throughput, train_flops
+from optimizer.estimator.ranges import capacity_warnings, memory_width, span, throughput_width
+from optimizer.estimator.throughput import run_hours, run_tokens, throughput, train_flops
 from optimizer.estimator.workload import Workload
 
 # Lightest first: each step shards more state at the price of more communication.
@@ -51,25 +53,65 @@ def _public(shape: ModelShape) -> dict[str, object]:
 
 
 def _memory_gb(mem: MemoryParts) -> MemoryBreakdown:
+    total = _round(mem.total / GB)
     return MemoryBreakdown.model_construct(
         weights=_round(mem.weights / GB),
         gradients=_round(mem.gradients / GB),
         optimizer=_round(mem.optimizer / GB),
-        # Logits and transient buffers are activation-sized working memory.
+        # Logits and transient buffers of the peak phase are activation-sized working memory.
         activations=_round((mem.activations + mem.logits + mem.temporary) / GB),
         overhead=_round(mem.overhead / GB),
-        total_per_gpu=_round(mem.total / GB),
+        total_per_gpu=total,
+        allocator_peak=_round(mem.allocated_peak / GB),
+        nvidia_smi=total,
     )
 
 
+def _check_vision(shape: ModelShape, w: Workload) -> None:
+    if not shape.is_vision:
+        return
+    if shape.arch == "cnn" and w.method != "full":
+        raise InvalidInput("workload.method", f"{shape.name} is a convolutional network: LoRA/QLoRA adapt "
+                           "linear layers of transformers; use method full")
+    for name in ("tokens", "dataset_tokens"):
+        if getattr(w, name) is not None:
+            raise InvalidInput(f"workload.{name}", "image models count training in samples (images) or "
+                               "dataset_samples with epochs, not tokens")
+
+
+def _warnings(w: Workload, gpu: GpuSpec, host: HostDetail, emulated: bool,
+              total_gb: float, high_gb: float, usable: float) -> list[str]:
+    out = capacity_warnings(total_gb, high_gb, usable, gpu.name)
+    if emulated:
+        out.append(f"{gpu.name} has no bf16 tensor cores: bf16 is emulated at the fp32 rate (priced so); "
+                   "fp16 with loss scaling runs on its tensor cores")
+    if w.stack != "hf":
+        out.append(f"stack {w.stack}: its memory and speed factors are priors from how it works, not fits "
+                   "to published runs; the ranges are wider")
+    if w.offload != "none":
+        out.append(
+            f"offload {w.offload}: {host.ram_parts_gb.get('offloaded_states', 0.0):.0f} GB per node in host RAM; "
+            "the step waits for the host's optimizer (CPU-Adam) and PCIe copies"
+        )
+    return out
+
+
 def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, tried: list[str]) -> Estimate:
+    _check_vision(shape, w)
     mem = memory_parts(shape, w, gpu, gpu_count, sharding)
     tp = throughput(shape, w, gpu, gpu_count, sharding, mem)
-    hours, hour_parts = run_hours(w.total_tokens, tp.tokens_per_second, shape, w, mem, gpu_count, sharding)
-    host = host_needs(shape, w, mem, gpu_count, tp.tokens_per_second, sharding)
+    amount = run_tokens(shape, w)
+    hours, hour_parts = run_hours(amount, tp.tokens_per_second, shape, w, mem, gpu_count, sharding)
+    host = host_needs(shape, w, mem, gpu_count, tp.tokens_per_second, sharding, tp.samples_per_second)
     usable = usable_vram_gb(gpu)
     total_gb = mem.total / GB
     fits = total_gb <= usable
+    emulated = w.precision in ("bf16", "bf16-true") and not gpu.supports_bf16
+    mem_w = memory_width(shape, w, mem.logits_bytes / mem.total if mem.total else 0.0)
+    tput_w = throughput_width(shape, w, gpu_count, emulated)
+    states_gb = (mem.weights + mem.gradients + mem.optimizer) / GB
+    mem_range = span(total_gb, mem_w, floor=states_gb)
+    tps_range = span(tp.tokens_per_second, tput_w)
 
     notes: list[str] = []
     if not fits:
@@ -77,16 +119,16 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
             f"needs {total_gb:.1f} GB per GPU but {gpu.name} holds {usable:.1f} GB"
             + ("; more GPUs under DDP do not help (each holds a full copy)" if sharding == "ddp" else "")
         )
-    if w.flash_attention and not mem.flash_attention:
+    if w.flash_attention and not mem.flash_attention and not shape.arch == "cnn":
         notes.append(
-            f"{gpu.name} predates FlashAttention-2 (Ampere+): attention scores are kept, "
-            f"{w.seq_len}x{w.seq_len} per head"
+            f"{gpu.name}: no fused attention kernel for this precision and head size (FlashAttention-2 needs "
+            f"Ampere+; memory-efficient SDPA needs fp16/fp32 and head sizes divisible by 8): attention "
+            f"scores are kept, {w.seq_len}x{w.seq_len} per head"
         )
-    if w.precision in ("bf16", "bf16-true") and not gpu.supports_bf16:
-        notes.append(f"{gpu.name} has no bf16 tensor cores: bf16 runs at fp32 speed; use fp16")
-    if w.method == "qlora" and w.precision == "fp32":
+    if w.method == "qlora" and w.precision in ("fp32", "tf32"):
         notes.append("QLoRA computes in 16 bits; fp32 precision only changes adapter and activation sizes")
     notes.extend(host_notes(host))
+    warnings = _warnings(w, gpu, host, emulated, total_gb, mem_range[1], usable)
 
     # model_construct: every value here is already of its field's type, and this runs hundreds of
     # times per quote.
@@ -105,12 +147,19 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         hours=_round(hours, 4),
         host=host.needs,
         notes=tuple(notes),
+        samples_per_second=_round(tp.samples_per_second, 2),
+        range={"total_per_gpu": mem_range, "tokens_per_second": tps_range,
+               "samples_per_second": span(tp.samples_per_second, tput_w)},
+        warnings=tuple(warnings),
+        recipe=None,
+        suggestions=(),
         # Detail figures are rounded when serialised (Estimate.details), not here: this runs
         # hundreds of times per quote and most details are never shown.
         details={
             "model": _public(shape),
             "usable_vram_gb": usable,
             "physical_vram_gb": gpu.vram_gb * GIB_PER_GB,
+            "stack": w.stack,
             "memory_parts_gb": {
                 "logits": mem.logits / GB,
                 "temporary": mem.temporary / GB,
@@ -118,14 +167,25 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
                 "cuda_context": mem.context / GB,
                 "fragmentation": mem.fragmentation / GB,
                 "allocated_peak": mem.allocated_peak / GB,
+                "offloaded_to_host": mem.host_offload / GB,
             },
+            # Allocated bytes (GB) at each phase's peak; the estimate's peak is the largest.
+            "memory_phases_gb": {name: b / GB for name, b in mem.phases},
+            "peak_phase": mem.peak_phase,
+            "zero_stage": mem.stage,
+            "range_widths": {"memory": mem_w, "throughput": tput_w},
             "flash_attention": mem.flash_attention,
             "model_flops_per_token": tp.model_flops_per_token,
             "hardware_flops_per_token": tp.hardware_flops_per_token,
             "peak_tflops_per_gpu": tp.peak_tflops,
+            "matmul_efficiency": tp.matmul_efficiency,
+            "gpu_generation": gpu.generation,
             "step_seconds": {
                 "compute": tp.compute_seconds,
                 "memory_bound": tp.memory_seconds,
+                "launch": tp.dispatch_seconds,
+                "per_step_overhead": tp.step_overhead_seconds,
+                "offload": tp.offload_seconds,
                 "communication": tp.comm_seconds,
                 "total": tp.step_seconds,
             },
@@ -133,23 +193,24 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
             "host_ram_parts_gb": host.ram_parts_gb,
             "host_disk_parts_gb": host.disk_parts_gb,
             "dataloader_workers": host.dataloader_workers,
+            "host_feed": {"unit": host.feed_unit, "per_second_per_node": host.feed_per_second_per_node,
+                          "per_core": host.feed_per_core, "cores_for_70pct_busy": host.needs.cpu_cores,
+                          "cores_full_feed": host.cores_full_feed},
             "sharding_tried": tried,
         },
     )
 
 
-_CACHE: dict[tuple[str, str, int, str], Estimate] = {}
-_CACHE_MAX = 65536
+# An estimate with its details holds ~10-15 KB: bench/footprint.py saw the server grow by 690 MB over
+# 200 distinct quotes with 65,536 slots per memo. 8,192 each bounds both near 200 MB, and the least
+# recently used entry goes first, so the estimates of recent requests stay.
+MEMO_SIZE = 8192
+_CACHE: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
 
 
 def _estimate_cached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
     key = (w.cache_key(), gpu_name, gpu_count, sharding)
-    hit = _CACHE.get(key)
-    if hit is None:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.clear()
-        hit = _CACHE[key] = _estimate_uncached(w, gpu_name, gpu_count, sharding)
-    return hit
+    return _CACHE.get_or_compute(key, lambda: _estimate_uncached(w, gpu_name, gpu_count, sharding))
 
 
 def _estimate_uncached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
@@ -169,11 +230,16 @@ def _estimate_uncached(w: Workload, gpu_name: str, gpu_count: int, sharding: str
     return best
 
 
-def estimate(workload: Workload, gpu: str, gpu_count: int = 1, sharding: str | None = None) -> Estimate:
+def estimate(
+    workload: Workload, gpu: str, gpu_count: int = 1, sharding: str | None = None, *, suggest: bool = False
+) -> Estimate:
     """Predicted memory, speed, time and host needs of ``workload`` on ``gpu_count`` x ``gpu``.
 
     ``sharding`` None uses ``workload.sharding``; ``"auto"`` takes the lightest scheme that fits
-    (one GPU: plain data parallel; several: ddp, then zero2, then zero3).
+    (one GPU: plain data parallel; several: ddp, then zero2, then zero3). A micro-batch or
+    checkpointing of ``auto`` is chosen per GPU type and count (``optimizer.estimator.recipe``);
+    the estimate's ``recipe`` says what was assumed. ``suggest``: when nothing fits, list changes
+    that do fit, each checked by estimating it.
     """
     if gpu_count < 1:
         raise InvalidInput("gpu_count", "must be at least 1")
@@ -186,12 +252,99 @@ def estimate(workload: Workload, gpu: str, gpu_count: int = 1, sharding: str | N
     resolve_model(workload.model)
     canon = canonical_gpu(gpu)
     # Estimates are frozen models shared through the cache; nothing copies them.
-    return _estimate_cached(workload, canon, gpu_count, scheme)
+    est = _fitted_cached(workload, canon, gpu_count, scheme)
+    if suggest and not est.fits:
+        from optimizer.estimator.suggestions import suggestions
+
+        found = suggestions(workload, canon, gpu_count, scheme, _fitted_cached)
+        est = est.model_copy(update={"suggestions": tuple(found)})
+    return est
+
+
+_FITTED: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
+
+
+def _fitted_cached(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+    """The estimate with its recipe fitted, memoised (bounded) on the workload as asked."""
+    key = (w.cache_key(), gpu_name, gpu_count, scheme)
+    return _FITTED.get_or_compute(key, lambda: _fitted(w, gpu_name, gpu_count, scheme))
+
+
+def _fitted(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+    """The lightest scheme under which some allowed recipe fits (each scheme runs its fastest
+    fitting recipe), else the scheme needing the least memory."""
+    results = []
+    for s in resolve_sharding(scheme, gpu_count):
+        est = _fit_scheme(w, gpu_name, gpu_count, s)
+        if est.fits:
+            return est
+        results.append(est)
+    return min(results, key=lambda e: e.memory_gb.total_per_gpu)
+
+
+_PEAK: dict[tuple[str, int, str, bool], float] = {}
+# Whether a card runs fused attention for a precision and head size (what the kernel choice reads).
+_FUSED: dict[tuple[str, bool, str, str, int], bool] = {}
+_PEAK_MAX = 65536
+
+
+def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> float:
+    """Peak GB per GPU, shared by every GPU type with the same attention kernel: the memory model
+    depends on the card only through ``fused_attention_available`` (a unit test holds it to
+    that), so a quote's recipe search over dozens of card types evaluates each micro-batch once."""
+    from optimizer.estimator.memory import fused_attention_available
+
+    fk = (gpu.name, w.flash_attention, w.precision, w.stack, shape.attn_head_dim)
+    fused = _FUSED.get(fk)
+    if fused is None:
+        fused = _FUSED[fk] = fused_attention_available(gpu, w, shape.attn_head_dim)
+    key = (w.cache_key(), gpu_count, sharding, fused)
+    hit = _PEAK.get(key)
+    if hit is None:
+        if len(_PEAK) >= _PEAK_MAX:
+            _PEAK.clear()
+        hit = _PEAK[key] = memory_parts(shape, w, gpu, gpu_count, sharding).total / GB
+    return hit
+
+
+def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+    """The fastest allowed recipe that fits under one sharding scheme (or the least-memory one)."""
+    from optimizer.estimator import recipe as rcp
+
+    shape = resolve_model(w.model)
+    gpu = gpu_spec(gpu_name)
+    sharding = resolve_sharding(scheme, gpu_count)[0]
+    usable = usable_vram_gb(gpu)
+
+    def fits(cw: Workload) -> bool:
+        return _peak_gb(shape, cw, gpu, gpu_count, sharding) <= usable
+
+    def speed(t: rcp.Trial) -> float:
+        mem = memory_parts(shape, t.workload, gpu, gpu_count, sharding)
+        return throughput(shape, t.workload, gpu, gpu_count, sharding, mem).tokens_per_second
+
+    trials = rcp.fitting_trials(w, gpu_count, sharding, fits)
+    if len(trials) > 1:
+        # With and without recomputation both fit (at different micro-batches): the faster runs.
+        trials.sort(key=speed, reverse=True)
+    best: tuple[Estimate, rcp.Trial] | None = None
+    for t in trials:
+        est = _estimate_cached(t.workload, gpu_name, gpu_count, sharding)
+        if est.fits:
+            best = (est, t)
+            break
+    if best is None:
+        t = rcp.least_memory_trial(w, gpu_count, sharding)
+        best = (_estimate_cached(t.workload, gpu_name, gpu_count, sharding), t)
+    est, t = best
+    return est.model_copy(update={"recipe": t.recipe})
 
 
 def clear_cache() -> None:
     """Forget memoized estimates (after calibration constants change)."""
     _CACHE.clear()
+    _FITTED.clear()
+    _PEAK.clear()
 
 
 def choose_sharding(workload: Workload, gpu: str, gpu_count: int) -> str:

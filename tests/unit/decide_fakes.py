@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.results import Estimate, HostNeeds, MemoryBreakdown
 from optimizer.estimator.workload import Workload
-from pricing.offer import LocalBuild, Offer
+from pricing.offer import LocalBuild, Offer, Part
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 SYNTHETIC = "test: synthetic"
@@ -32,6 +32,7 @@ class FakeEstimator:
     )
     ram_gb: float = 16.0
     cores: int = 4
+    setup_hours: float = 0.1  # counted in the run's hours, as the real estimator does
     calls: list[tuple[str, int, str | None]] = field(default_factory=list)
 
     def mem_per_gpu(self, n: int, sharding: str) -> float:
@@ -64,8 +65,9 @@ class FakeEstimator:
             memory_gb=MemoryBreakdown(weights=0, gradients=0, optimizer=0, activations=0, overhead=0,
                                       total_per_gpu=mem),
             gpu=gpu, gpu_count=n, gpu_vram_gb=spec.vram_gb, fits=mem <= spec.vram_gb * GIB_PER_GB, sharding=sh,
-            train_flops=1.0, tokens_per_second=1000.0, mfu=0.4, hours=self.hours(gpu, n, sh),
+            train_flops=1.0, tokens_per_second=1000.0, mfu=0.4, hours=self.hours(gpu, n, sh) + self.setup_hours,
             host=HostNeeds(ram_gb=self.ram_gb * node, cpu_cores=self.cores * node, disk_gb=100.0),
+            details={"hours_parts": {"setup_hours": self.setup_hours}},
         )
 
 
@@ -76,22 +78,32 @@ def shardings(workload_sharding: str, n: int) -> list[str]:
 def offer(
     instance: str, gpu: str, count: float, price: float | None, *, provider: str = "aws", region: str = "us-east-1",
     zone: str | None = None, spot: float | None = None, ram_gb: float | None = 512, vcpus: float | None = 96,
-    vram_gb: float | None = None, increment_s: int = 1, min_s: int = 0,
+    vram_gb: float | None = None, increment_s: int = 1, min_s: int = 0, fabric: bool | None = None,
 ) -> Offer:
+    """``fabric`` None: as the instance type implies (``pricing.offer``); 8-GPU test types say it."""
+    extra = {} if fabric is None else {"inter_node_fabric": fabric}
     return Offer(
         provider=provider, region=region, zone=zone, instance_type=instance, gpu=gpu, gpu_count=count,
         gpu_vram_gb=vram_gb or gpu_spec(gpu).vram_gb, vcpus=vcpus, ram_gb=ram_gb, price_hour=price,
         spot_price_hour=spot, billing_increment_s=increment_s, min_billing_s=min_s, source=SYNTHETIC, as_of=AS_OF,
+        **extra,
     )
 
 
 def build(
     bid: str, gpu: str, price: float, *, count: int = 1, ram_gb: float = 64, cores: int = 8,
     load_w: float = 500, lead_days: float = 3, resale: float = 0.4, lifetime: int = 36, kwh: float = 0.16,
+    gpu_share: float = 0.6,
 ) -> LocalBuild:
+    """A build whose GPUs are ``gpu_share`` of the price (the part that resells)."""
+    parts = [
+        Part(id=f"{bid}-gpu", category="gpu", name=gpu, price_usd=price * gpu_share, source=SYNTHETIC, as_of=AS_OF),
+        Part(id=f"{bid}-rest", category="board", name="rest", price_usd=price * (1 - gpu_share), source=SYNTHETIC,
+             as_of=AS_OF),
+    ]
     return LocalBuild(
         id=bid, name=bid, gpu=gpu, gpu_count=count, gpu_vram_gb=gpu_spec(gpu).vram_gb, cpu="cpu", cpu_cores=cores,
-        ram_gb=ram_gb, storage="nvme", psu_w=1000, price_usd=price, load_power_w=load_w, idle_power_w=60,
+        ram_gb=ram_gb, storage="nvme", psu_w=1000, parts=parts, price_usd=price, load_power_w=load_w, idle_power_w=60,
         lifetime_months=lifetime, resale_fraction=resale, lead_time_days=lead_days, electricity_usd_per_kwh=kwh,
         source=SYNTHETIC, as_of=AS_OF,
     )
@@ -120,10 +132,14 @@ def brute_force_single(
     allow_spot: bool = False,
     max_nodes: int = 4,
     max_units: int = 2,
-    setup_hours: float = 0.1,
     spot_rate: float = 0.05,
+    max_utilization: float = 0.8,
 ) -> list[Choice]:
-    """Every feasible way to run the job, enumerated without any pruning."""
+    """Every feasible way to run the job, enumerated without any pruning.
+
+    Setup is billed once (the estimate's hours include it); several nodes only of 8-GPU offers with
+    an inter-node fabric; a purchase buys the machines ``runs`` need at ``max_utilization`` of 730 h a
+    month over the build's life, and a budget caps its cash (price of the machines plus energy)."""
     from optimizer import costs
 
     out: list[Choice] = []
@@ -132,7 +148,8 @@ def brute_force_single(
         for pricing, price in (("on_demand", o.price_hour), ("spot", o.spot_price_hour)):
             if price is None or (pricing == "spot" and not allow_spot):
                 continue
-            for nodes in range(1, (max_nodes if whole and o.gpu_count >= 8 else 1) + 1):
+            multi = whole and o.gpu_count >= 8 and o.inter_node_fabric
+            for nodes in range(1, (max_nodes if multi else 1) + 1):
                 total = o.gpu_count * nodes
                 if total > 64:
                     continue
@@ -145,11 +162,14 @@ def brute_force_single(
                         continue
                     if o.vcpus is not None and o.vcpus < e.host.cpu_cores * share:
                         continue
-                    train = e.hours if whole else e.hours / o.gpu_count
+                    setup = est.setup_hours
+                    train = (e.hours - setup) if whole else (e.hours - setup) / o.gpu_count
                     rc = costs.rent_cost(price, train, nodes, billing_increment_s=o.billing_increment_s,
                                          min_billing_s=o.min_billing_s, spot=pricing == "spot",
-                                         setup_hours=setup_hours, interruptions_per_hour=spot_rate)
-                    cost = rc.cost_per_run_usd * runs
+                                         setup_hours=setup, interruptions_per_hour=spot_rate)
+                    # The disk is billed with the instance (billed hours), as option generation bills it.
+                    storage = costs.storage_usd(e.host.disk_gb, o.storage_usd_per_gb_month, rc.billed_hours, nodes)
+                    cost = (rc.cost_per_run_usd + storage) * runs
                     if (deadline is not None and rc.wall_hours > deadline) or (budget is not None and cost > budget):
                         continue
                     out.append(Choice(cost, rc.wall_hours, f"{o.provider}/{o.instance_type}/{nodes}/{sh}/{pricing}",
@@ -166,10 +186,14 @@ def brute_force_single(
                     continue
                 if deadline is not None and e.hours + b.lead_time_days * 24 > deadline:
                     continue
+                per_machine = 730.0 * max_utilization * b.lifetime_months
+                machines = units * max(1, -(-e.hours * runs // per_machine))
+                if machines > 16:
+                    continue
                 bc = costs.buy_cost(b.price_usd, units, e.hours, runs, load_power_w=b.load_power_w,
                                     usd_per_kwh=b.electricity_usd_per_kwh, resale_fraction=b.resale_fraction,
-                                    lifetime_months=b.lifetime_months)
-                if budget is not None and bc.total_usd > budget:
+                                    lifetime_months=b.lifetime_months, machines=int(machines))
+                if budget is not None and bc.outlay_usd > budget:
                     continue
                 out.append(Choice(bc.total_usd, e.hours, f"local/{b.id}/{units}/{sh}", n))
     return out

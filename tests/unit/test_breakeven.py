@@ -22,7 +22,7 @@ def run(**kw: object):  # type: ignore[no-untyped-def]
                      estimator=FakeEstimator(), shardings=shardings, **args)  # type: ignore[arg-type]
 
 
-def test_breakeven_runs_formula() -> None:
+def test_breakeven_runs_formula() -> None:  # the fixed-resale count, kept for callers
     assert breakeven_runs(1000, 11, 1) == 100
     assert breakeven_runs(1000, 11.5, 1) == 96  # ceil(95.2)
     assert breakeven_runs(1000, 1, 1) is None
@@ -33,26 +33,48 @@ def test_breakeven_runs_formula() -> None:
 def test_picks_cheapest_rental_and_cheapest_build_of_the_gpu() -> None:
     r = run()
     assert r.rent.instance_type == "a100-1" and r.buy.build == "b4090"
-    # Independent arithmetic: 4 h of A100 plus 0.1 h setup at $3/h; 6 h at 500 W / 0.9 at $0.2.
-    assert r.rent.cost_per_run_usd == pytest.approx(3.0 * 4.1, abs=1e-3)
-    assert r.buy.energy_per_run_usd == pytest.approx(6.0 * 0.5 / 0.9 * 0.2, abs=1e-3)
-    assert r.buy.capex_usd == 2500 and r.buy.resale_usd == pytest.approx(1000)
+    # Independent arithmetic: 4 h of A100 plus the estimate's 0.1 h setup, billed once, at $3/h;
+    # 6 h + 0.1 h setup at 500 W / 0.9 at $0.2.
+    storage = r.rent.option.cost_breakdown.get("storage_usd", 0.0)
+    assert r.rent.cost_per_run_usd - storage == pytest.approx(3.0 * 4.1, abs=1e-3)
+    assert r.buy.energy_per_run_usd == pytest.approx(6.1 * 0.5 / 0.9 * 0.2, abs=1e-3)
+    assert r.buy.machines == 1 and r.buy.capex_usd == 2500 and r.buy.resale_usd == pytest.approx(1000)
 
 
-def test_breakeven_is_the_first_run_where_owning_is_no_dearer() -> None:
-    r = run()
-    n = r.breakeven_runs
-    assert n is not None
+def _d(r, month: float) -> float:  # type: ignore[no-untyped-def]
+    """Renting minus owning through ``month``, owning net of the catalog's resale curve then."""
+    runs = r.runs_per_month * month
+    resale = costs.resale_curve_usd(r.buy.price_per_machine_usd, 0.4, month, 36, 0.6) * r.buy.machines
+    return runs * r.rent.cost_per_run_usd - (r.buy.capex_usd + runs * r.buy.energy_per_run_usd - resale)
 
-    def own(k: int) -> float:
-        return r.buy.capex_usd - r.buy.resale_usd + k * r.buy.energy_per_run_usd
 
-    def rent(k: int) -> float:
-        return k * r.rent.cost_per_run_usd
+def test_breakeven_month_is_where_owning_net_of_resale_stops_costing_more() -> None:
+    r = run(runs_per_month=30)
+    m = r.breakeven_months
+    assert m is not None and m > 0
+    assert _d(r, m + 0.01) >= 0 > _d(r, m - 0.01)
+    assert r.breakeven_runs == math.ceil(m * 30 - 1e-6)
+    assert r.within_lifetime == (m <= 36)
 
-    assert own(n) <= rent(n) + 1e-6 and own(n - 1) > rent(n - 1)
-    assert r.breakeven_months == pytest.approx(n / 4, abs=0.01)
-    assert r.within_lifetime == (n / 4 <= 36)
+
+@pytest.mark.parametrize("rpm", [2, 4, 30, 120])
+def test_horizon_answer_agrees_with_breakeven(rpm: float) -> None:
+    for horizon in (6, 12, 24, 36, 60):
+        r = run(runs_per_month=rpm, horizon_months=horizon)
+        buy_by_horizon = r.breakeven_months is not None and r.breakeven_months <= horizon
+        assert (r.cheaper_at_horizon == "buy") == buy_by_horizon, (rpm, horizon, r.breakeven_months)
+
+
+def test_machines_cover_the_hours_the_cadence_needs() -> None:
+    # 6.1 h a run: 60 runs = 366 h a month, one machine; 200 runs = 1,220 h: three at 80 % of 730 h.
+    one = run(runs_per_month=60)
+    assert one.buy.machines == 1 and one.buy.utilization == pytest.approx(366 / 730, abs=1e-3)
+    three = run(runs_per_month=200)
+    assert three.buy.machines == 3 and three.buy.capex_usd == 3 * 2500
+    assert three.buy.machine_hours_per_month == 3 * 730 >= three.buy.hours_per_month_needed
+    assert three.buy.hours_per_month_needed == pytest.approx(200 * 6.1, abs=0.01)
+    assert three.buy.hours_per_month_needed <= 3 * 730 * 0.8 < 2 * 730 * 0.8 + three.buy.hours_per_month_needed
+    assert three.buy.option.machines == 3
 
 
 def test_never_when_renting_costs_less_than_the_energy() -> None:
@@ -60,17 +82,19 @@ def test_never_when_renting_costs_less_than_the_energy() -> None:
     r = breakeven(WORKLOAD, RentLike(gpu="A10G"), BuyLike(build="b4090"), cheap, BUILDS,
                   estimator=FakeEstimator(), shardings=shardings)
     assert r.breakeven_runs is None and r.breakeven_months is None and r.cheaper_at_horizon == "rent"
+    assert r.payback_months_cash is None
 
 
 def test_sensitivity_moves_the_right_way() -> None:
-    r = run()
+    r = run(runs_per_month=30)
     elec = [s for s in r.sensitivity if s.parameter == "electricity_usd_per_kwh"]
-    runs = [s.breakeven_runs for s in elec]
+    months = [s.breakeven_months for s in elec]
     assert [s.value for s in elec] == sorted(s.value for s in elec)
-    assert all(a is not None and b is not None and a <= b for a, b in zip(runs, runs[1:]))
+    assert all(a is not None and b is not None and a <= b for a, b in zip(months, months[1:]))
     util = [s for s in r.sensitivity if s.parameter == "runs_per_month"]
     months = [s.breakeven_months for s in util]
-    assert all(a is not None and b is not None and a > b for a, b in zip(months, months[1:]))
+    assert all(a is not None and b is not None and a >= b for a, b in zip(months, months[1:]))
+    assert months[0] > months[-1]
 
 
 def test_cumulative_series() -> None:
@@ -78,8 +102,10 @@ def test_cumulative_series() -> None:
     assert len(r.cumulative) == 13
     first, last = r.cumulative[0], r.cumulative[-1]
     assert first.rent_usd == 0 and first.buy_usd == 2500
+    # Only the GPUs (60 % of the price) resell: the day it is bought the machine is worth $1,500.
+    assert first.buy_net_of_resale_usd == pytest.approx(1000, abs=0.01)
     assert last.rent_usd == pytest.approx(48 * r.rent.cost_per_run_usd, abs=0.05)
-    resale_12 = costs.resale_value_usd(2500, 0.4, 12, 36)
+    resale_12 = costs.resale_curve_usd(2500, 0.4, 12, 36, 0.6)
     assert last.buy_net_of_resale_usd == pytest.approx(last.buy_usd - resale_12, abs=0.01)
 
 

@@ -25,7 +25,7 @@ def test_estimator_runs_once_per_configuration_not_per_offer() -> None:
     est = FakeEstimator()
     # 40 one-GPU offers in different regions and zones, and 10 eight-GPU offers.
     offers = [offer(f"a2-{i}", "A100", 1, 3.0 + i / 100, region=f"r{i % 5}", zone=f"z{i}") for i in range(40)]
-    offers += [offer(f"p4d-{i}", "A100", 8, 30.0 + i, region=f"r{i}") for i in range(10)]
+    offers += [offer(f"p4d-{i}", "A100", 8, 30.0 + i, region=f"r{i}", fabric=True) for i in range(10)]
     cs = gen(offers, est=est, c=Constraints(include_local=False))
     assert len(est.calls) == len(set(est.calls))
     # One estimate for 1 GPU; 8-GPU instances on 1..4 nodes (8, 16, 24, 32 GPUs) under ddp and
@@ -43,7 +43,7 @@ def test_rejection_reasons_and_counts() -> None:
     est = FakeEstimator(mem_gb=30.0)
     offers = [
         offer("t4", "T4", 1, 0.5),  # 16 GB card, one per box: 30 GB cannot fit
-        offer("t4-8", "T4", 8, 4.0),  # eight of them: ZeRO-3 fits (30 / 8 + 1 GB each)
+        offer("t4-8", "T4", 8, 4.0, fabric=True),  # eight of them: ZeRO-3 fits (30 / 8 + 1 GB each)
         offer("small-host", "A100-80GB", 1, 1.0, ram_gb=8),
         offer("weird", "Z9000-unknown", 1, 1.0, vram_gb=40),
         offer("unpriced", "A100", 1, None, spot=None),
@@ -58,7 +58,7 @@ def test_rejection_reasons_and_counts() -> None:
 
 def test_deepest_reason_wins() -> None:
     est = FakeEstimator(mem_gb=30.0)
-    t4 = [offer("t4-8", "T4", 8, 4.0)]
+    t4 = [offer("t4-8", "T4", 8, 4.0, fabric=True)]
     # It fits only with ZeRO-3, and even on 4 nodes that takes over 1 h: "misses deadline", not VRAM.
     cs = gen(t4, est=est, c=Constraints(include_local=False, deadline_hours=1.0))
     assert cs.rejected.counts == {LATE: 1}
@@ -69,8 +69,8 @@ def test_deepest_reason_wins() -> None:
 def test_pareto_set_is_exactly_the_non_dominated_brute_force_choices() -> None:
     est = FakeEstimator()
     offers = [
-        offer("a10g-1", "A10G", 1, 1.0), offer("a10g-4", "A10G", 4, 5.5), offer("a100-8", "A100", 8, 30.0),
-        offer("a100-1", "A100", 1, 3.5, provider="gcp", increment_s=60), offer("h100-8", "H100", 8, 90.0),
+        offer("a10g-1", "A10G", 1, 1.0), offer("a10g-4", "A10G", 4, 5.5), offer("a100-8", "A100", 8, 30.0, fabric=True),
+        offer("a100-1", "A100", 1, 3.5, provider="gcp", increment_s=60), offer("h100-8", "H100", 8, 90.0, fabric=True),
     ]
     builds = [build("b4090", "RTX4090", 2400)]
     cs = gen(offers, builds, est=est)
@@ -86,7 +86,7 @@ def test_pareto_set_is_exactly_the_non_dominated_brute_force_choices() -> None:
 
 
 def test_pareto_helper_sorts_and_drops_dominated() -> None:
-    cs = gen([offer("a", "A100", 8, 30.0), offer("b", "A100", 8, 31.0)], c=Constraints(include_local=False))
+    cs = gen([offer("a", "A100", 8, 30.0, fabric=True), offer("b", "A100", 8, 31.0, fabric=True)], c=Constraints(include_local=False))
     pts = pareto(cs.pareto)
     assert [p.hours for p in pts] == sorted(p.hours for p in pts)
     assert all(a.cost_usd > b.cost_usd for a, b in zip(pts, pts[1:]))
@@ -130,3 +130,65 @@ def test_zero3_is_tried_when_lighter_schemes_do_not_fit() -> None:
     cs = generate(w, Constraints(include_local=False), offers, [], estimator=default_estimator())
     assert [c.sharding for c in cs.ranked] == ["zero3"]
     assert cs.ranked[0].memory_need_gb_per_gpu <= 24
+
+
+def test_multi_node_only_where_the_offer_has_an_inter_node_fabric() -> None:
+    est = FakeEstimator()
+    plain = gen([offer("8x-a100-market", "A100", 8, 30.0, provider="vast", fabric=False)], est=est,
+                c=Constraints(include_local=False))
+    assert {c.nodes for c in plain.pareto} == {1} and {n for _, n, _ in est.calls} == {8}
+    fabric = gen([offer("p4d.24xlarge", "A100", 8, 30.0)], c=Constraints(include_local=False))
+    assert max(c.nodes for c in fabric.pareto) > 1  # p4d: EFA, as the offer derives from its type
+
+
+def test_setup_is_counted_once() -> None:
+    est = FakeEstimator(setup_hours=0.25)
+    (c,) = gen([offer("a100", "A100", 1, 2.0)], est=est, c=Constraints(include_local=False)).ranked
+    # The estimate's 4 h + 0.25 h: billed 4.25 h, not plus another setup allowance.
+    storage = c.breakdown.get("storage_usd", 0.0)
+    assert c.hours == pytest.approx(4.25) and c.cost_per_run_usd - storage == pytest.approx(2.0 * 4.25)
+    assert c.breakdown["setup_usd"] == pytest.approx(0.5)
+
+
+def test_rentals_need_only_the_jobs_host_not_the_build_floors() -> None:
+    from optimizer.estimator.workload import Workload
+
+    w = Workload(model="bert-base", tokens=1e8)
+    e = default_estimator()(w, "T4", 1, None)
+    assert e.host.ram_gb >= 32  # the estimator's advice floor for a build
+    small = [offer("g4dn.xlarge", "T4", 1, 0.526, ram_gb=16, vcpus=4)]
+    cs = gen(small, est=default_estimator(), c=Constraints(include_local=False), workload=w)
+    assert [c.instance_type for c in cs.ranked] == ["g4dn.xlarge"] and not cs.rejected.counts
+
+
+def test_purchases_buy_the_machines_the_runs_need() -> None:
+    est = FakeEstimator()
+    b = build("b4090", "RTX4090", 2500)
+    (one,) = gen([], [b], est=est, runs=1).ranked
+    assert one.machines == 1 and one.capex_usd == 2500
+    # 6.1 h a run; 36 months x 730 h x 80 % = 21,024 h per machine: 5,000 runs need two.
+    many = [c for c in gen([], [b], est=est, runs=5000, assumptions=None).ranked if c.nodes == 1][0]
+    assert many.machines == 2 and many.capex_usd == 5000
+    assert many.utilization == pytest.approx(5000 * 6.1 / (2 * 730 * 36), rel=1e-6)
+    assert many.outlay_usd == pytest.approx(5000 + many.cost_per_run_usd * 5000)
+    tooth = gen([], [b], est=est, runs=400_000)
+    assert not tooth.ranked and "needs more machines than allowed" in tooth.rejected.counts
+
+
+def test_budget_caps_the_cash_paid_not_the_cost_net_of_resale() -> None:
+    b = build("b4090", "RTX4090", 2500, resale=0.4)
+    # Net of resale the build costs ~$1,500 for one run, but $2,500 must be paid.
+    assert not gen([], [b], c=Constraints(budget_usd=2000)).ranked
+    ok = gen([], [b], c=Constraints(budget_usd=2600)).ranked
+    assert ok and all(c.outlay_usd <= 2600 for c in ok)
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_offers_rank_by_compute_plus_storage_whatever_their_order(order: int) -> None:
+    # Same hourly price; the cheaper block storage decides, in either order of arrival.
+    gcp = offer("a2-a10g", "A10G", 1, 2.0, provider="gcp").model_copy(update={"storage_usd_per_gb_month": 0.10})
+    aws = offer("g5.xlarge", "A10G", 1, 2.0, provider="aws").model_copy(update={"storage_usd_per_gb_month": 0.08})
+    cs = gen([gcp, aws][::order], c=Constraints(include_local=False))
+    best = min(cs.pareto, key=lambda c: c.cost_per_run_usd)
+    assert best.provider == "aws"
+    assert best.breakdown["storage_usd"] > 0

@@ -75,3 +75,35 @@ def test_buy_cost() -> None:
     held = costs.buy_cost(2000, 1, 5.0, 1, load_power_w=450, usd_per_kwh=0.2, resale_fraction=0.5,
                           lifetime_months=24, held_months=12)
     assert held.resale_usd == pytest.approx(1500)
+
+
+def test_machines_cover_the_hours_at_the_stated_utilization() -> None:
+    # 993 machine-hours a month on machines that run at most 80 % of 730 h (584 h): two machines.
+    two = costs.machines_needed(993, 1.0, 0.8)
+    assert two.machines == 2 and two.utilization == pytest.approx(993 / 1460)
+    assert costs.machines_needed(584, 1.0, 0.8).machines == 1
+    assert costs.machines_needed(584.1, 1.0, 0.8).machines == 2
+    # 2,000 runs of 16.5 h over a 36-month life: 33,000 h against 21,024 h per machine.
+    life = costs.machines_needed(2000 * 16.5, 36, 0.8)
+    assert life.machines == 2 and life.machines * 730 * 0.8 * 36 >= 33_000
+    # Runs spread over two machines each take whole pairs.
+    pairs = costs.machines_needed(1500, 1.0, 0.8, units_per_run=2)
+    assert pairs.machines == 4
+
+
+def test_resale_curve_starts_at_the_gpus_and_ends_at_the_fraction() -> None:
+    assert costs.resale_curve_usd(2000, 0.3, 0, 36, 0.6) == pytest.approx(1200)
+    assert costs.resale_curve_usd(2000, 0.3, 36, 36, 0.6) == pytest.approx(600)
+    mid = costs.resale_curve_usd(2000, 0.3, 18, 36, 0.6)
+    assert mid == pytest.approx(2000 * (0.6 * 0.3) ** 0.5)  # geometric mean: exponential decay
+    assert costs.resale_curve_usd(2000, 0.3, 48, 36, 0.6) < 600
+
+
+def test_outlay_is_cash_not_net_of_resale() -> None:
+    bc = costs.buy_cost(3000, 1, 10, 4, load_power_w=500, usd_per_kwh=0.2, resale_fraction=0.4, lifetime_months=36,
+                        machines=2)
+    assert bc.capex_usd == 6000 and bc.resale_usd == pytest.approx(2400)
+    assert bc.outlay_usd == pytest.approx(6000 + bc.energy_usd)
+    assert bc.total_usd == pytest.approx(bc.outlay_usd - 2400)
+    # Energy is per run on the machines that run it, whatever the number owned.
+    assert bc.energy_per_run_usd == pytest.approx(10 * 0.5 / 0.9 * 0.2)

@@ -22,8 +22,9 @@ def test_defaults_follow_contract() -> None:
     w = Workload(model="bert-base")
     assert (w.method, w.precision, w.optimizer) == ("full", "bf16", "adamw")
     assert (w.micro_batch_size, w.seq_len, w.gradient_checkpointing, w.sharding, w.lora_rank) == (
-        8, 512, False, "auto", 16,
+        "auto", 512, "auto", "auto", 16,
     )
+    assert w.global_batch_size == 16 and w.gradient_accumulation_steps is None
 
 
 def test_amount_of_training_forms() -> None:

@@ -1,0 +1,172 @@
+"""Warnings about the prices a quote rests on, checked when the quote is made.
+
+- Stale: a provider whose prices are older than ``stale_after_days`` (``GPUCOST_STALE_AFTER_DAYS``),
+  with their age, for every provider among the quoted options.
+- Implausible: an option whose per-GPU price is far from its provider's usual level for that GPU
+  (the median per-GPU on-demand price of the provider's offers of that GPU): on demand outside
+  [1/2, 2] times it, or spot under ``SPOT_FLOOR`` of it or above the on-demand price. Spot
+  markets do run at a tenth of list price for a while, but a plan resting on one should know it.
+- Converted: an option priced in another currency names the rate it was converted at.
+
+Pure: offers, options and the time come in as arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from statistics import median
+
+from optimizer.results import Option
+from pricing.offer import Offer
+
+DEFAULT_STALE_AFTER_DAYS = 3.0
+FAR_FACTOR = 2.0  # on demand: more than 2x or under 1/2 the provider's median for the GPU
+SPOT_FLOOR = 0.15  # spot under 15% of the provider's on-demand median: about 1/7 or less
+_FX_NOTE = re.compile(r"USD at [0-9.e-]+ USD/[A-Z]{3} \(rate of \d{4}-\d{2}-\d{2}\)")
+
+
+def _age_text(days: float) -> str:
+    if days >= 60:
+        return f"{days / 30.44:.0f} months"
+    return f"{days:.0f} days" if days >= 2 else f"{days * 24:.0f} hours"
+
+
+def stale_warnings(
+    providers: Iterable[str], prices_as_of: Mapping[str, datetime], *, now: datetime, stale_after_days: float
+) -> list[str]:
+    out = []
+    for provider in sorted(set(providers)):
+        as_of = prices_as_of.get(provider)
+        if as_of is None:
+            continue
+        days = (now - as_of).total_seconds() / 86400
+        if days > stale_after_days:
+            out.append(
+                f"stale prices: {provider} prices are {_age_text(days)} old (as of {as_of.date().isoformat()}; "
+                f"stale after {stale_after_days:g} days) - refresh them or check the provider's page"
+            )
+    return out
+
+
+def _per_gpu(price: float | None, offer: Offer) -> float | None:
+    return price / offer.gpu_count if price else None
+
+
+def usual_levels(offers: Iterable[Offer], wanted: set[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """Median per-GPU on-demand price of each (provider, GPU) in ``wanted``.
+
+    A catalog that carries a ``usual_levels_memo`` dict (``offer_groups.OfferList``: one per price
+    snapshot) has every level computed once, so a quote does not rescan the whole catalog."""
+    memo = getattr(offers, "usual_levels_memo", None)
+    if memo is not None:
+        if not memo:
+            memo.update(usual_levels(list(offers), {(o.provider, o.gpu) for o in offers}) or {("", ""): 0.0})
+        return {k: v for k, v in memo.items() if k in wanted}
+    prices: dict[tuple[str, str], list[float]] = {}
+    for o in offers:
+        key = (o.provider, o.gpu)
+        if key in wanted and o.price_hour:
+            prices.setdefault(key, []).append(o.price_hour / o.gpu_count)
+    return {k: median(v) for k, v in prices.items() if len(v) >= 3}
+
+
+def _offer_of(option: Option, by_key: Mapping[tuple[str, str, str], list[Offer]]) -> Offer | None:
+    found = by_key.get((option.provider, option.region or "", option.instance_type)) or []
+    for o in found:
+        if (o.zone or None) == (option.zone or None):
+            return o
+    return found[0] if found else None
+
+
+def implausible_warnings(
+    options: Sequence[Option], offers: Sequence[Offer], reference: Sequence[Offer] | None = None
+) -> list[str]:
+    """``offers`` hold the options' own rows; usual levels come from ``reference`` (default: ``offers``)."""
+    cloud = [o for o in options if o.kind == "cloud"]
+    if not cloud:
+        return []
+    wanted_types = {(o.provider, o.region or "", o.instance_type) for o in cloud}
+    by_key: dict[tuple[str, str, str], list[Offer]] = {}
+    for off in offers:
+        k = (off.provider, off.region, off.instance_type)
+        if k in wanted_types:
+            by_key.setdefault(k, []).append(off)
+    levels = usual_levels(offers if reference is None else reference, {(o.provider, o.gpu) for o in cloud})
+    out: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for opt in cloud:
+        offer = _offer_of(opt, by_key)
+        usual = levels.get((opt.provider, opt.gpu))
+        if offer is None or usual is None:
+            continue
+        where = f"{opt.provider}/{opt.instance_type}"
+        key = (where, opt.region or "", opt.pricing)
+        if key in seen:
+            continue
+        seen.add(key)
+        if opt.pricing == "spot":
+            spot = _per_gpu(offer.spot_price_hour, offer)
+            on_demand = _per_gpu(offer.price_hour, offer)
+            if spot is None:
+                continue
+            if spot < SPOT_FLOOR * usual:
+                out.append(
+                    f"implausible price: {where} spot ${spot:.3g}/GPU-h in {opt.region} is 1/{usual / spot:.0f} of "
+                    f"{opt.provider}'s usual on-demand {opt.gpu} level (${usual:.3g}/GPU-h); spot prices move and "
+                    "capacity may be gone - check it before planning on it"
+                )
+            elif on_demand is not None and spot > on_demand:
+                out.append(
+                    f"implausible price: {where} spot ${spot:.3g}/GPU-h in {opt.region} is above its on-demand "
+                    f"${on_demand:.3g}/GPU-h"
+                )
+        elif opt.pricing == "on_demand":
+            price = _per_gpu(offer.price_hour, offer)
+            if price is None:
+                continue
+            ratio = price / usual
+            if ratio > FAR_FACTOR or ratio < 1 / FAR_FACTOR:
+                out.append(
+                    f"implausible price: {where} ${price:.3g}/GPU-h in {opt.region} is {ratio:.2g}x "
+                    f"{opt.provider}'s usual {opt.gpu} level (${usual:.3g}/GPU-h, median of its offers)"
+                )
+    return out
+
+
+def currency_notes(options: Sequence[Option], offers: Sequence[Offer]) -> list[str]:
+    """For options priced in another currency: the dated rate the price was converted at."""
+    wanted = {(o.provider, o.region or "", o.instance_type) for o in options if o.kind == "cloud"}
+    out: list[str] = []
+    for off in offers:
+        if (off.provider, off.region, off.instance_type) in wanted and off.currency != "USD":
+            note = _FX_NOTE.search(off.source)
+            if note:
+                text = f"converted price: {off.provider}/{off.instance_type} is priced in {off.currency}; {note.group(0)}"
+                if text not in out:
+                    out.append(text)
+    return out
+
+
+def price_warnings(
+    options: Sequence[Option],
+    offers: Sequence[Offer],
+    prices_as_of: Mapping[str, datetime],
+    *,
+    now: datetime,
+    stale_after_days: float = DEFAULT_STALE_AFTER_DAYS,
+    reference: Sequence[Offer] | None = None,
+) -> list[str]:
+    """Stale, implausible and converted prices among ``options`` (best first, then the rest).
+
+    ``offers`` must hold the options' rows; ``reference`` (default ``offers``) is the catalog whose
+    medians say what is usual."""
+    providers = [o.provider for o in options]
+    if any(o.kind == "local" for o in options):
+        providers.append("local")
+    return (
+        stale_warnings(providers, prices_as_of, now=now, stale_after_days=stale_after_days)
+        + implausible_warnings(options, offers, reference)
+        + currency_notes(options, offers)
+    )
