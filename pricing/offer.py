@@ -6,10 +6,40 @@ Every row carries ``source`` and ``as_of``. Prices are per instance-hour (offers
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# Instance types sold with a fabric for multi-node training (EFA, GPUDirect, InfiniBand), as each
+# provider documents them: AWS p3dn/p4d/p4de/p5/p5e/p5en/p6 full-size instances (EFA); GCP
+# a2-highgpu/megagpu/ultragpu and a3/a4 8- and 16-GPU types (high-bandwidth / GPUDirect
+# networking); Azure ND-series "r" sizes (InfiniBand: ND40rs_v2, ND96asr_v4, ND96amsr_A100_v4,
+# ND96isr_H100_v5, ND96isr_H200_v5); Nebius 8-GPU H100/H200/B200 nodes (InfiniBand clusters).
+_FABRIC_PATTERNS: dict[str, re.Pattern[str]] = {
+    "aws": re.compile(r"^(p3dn|p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+)\.(24|48)xlarge$"),
+    "gcp": re.compile(r"^(a2-(highgpu|ultragpu)-8g|a2-megagpu-16g|a3-[a-z]+gpu-8g|a4-[a-z]+-8g)"),
+    "azure": re.compile(r"^Standard_ND\d+[a-z]*r[a-z]*_", re.IGNORECASE),
+    "nebius": re.compile(r"_8gpu-"),
+}
+
+
+def has_inter_node_fabric(provider: str, instance_type: str) -> bool:
+    """Whether the provider sells ``instance_type`` with a multi-node training fabric."""
+    pattern = _FABRIC_PATTERNS.get(provider.lower())
+    return bool(pattern and pattern.search(instance_type))
+
+
+def _storage_default(data: dict[str, Any]) -> float | None:
+    from pricing.storage_prices import block_storage_usd_per_gb_month
+
+    return block_storage_usd_per_gb_month(str(data.get("provider", "")))
+
+
+def _fabric_default(data: dict[str, Any]) -> bool:
+    # Derived from the type when not given, so rows stored without the column read back right.
+    return has_inter_node_fabric(str(data.get("provider", "")), str(data.get("instance_type", "")))
 
 
 class Offer(BaseModel):
@@ -34,6 +64,12 @@ class Offer(BaseModel):
     interconnect: str | None = None  # "nvlink" | "pcie" between the GPUs of one instance
     source: str
     as_of: datetime
+    # EFA / InfiniBand / GPUDirect between instances: what data-parallel training over several
+    # nodes needs to run at the estimated speed.
+    inter_node_fabric: bool = Field(default_factory=_fabric_default)
+    # The provider's block-storage price (pricing.storage_prices) for the job's disk; None: none
+    # charged (included in the instance price, or unknown).
+    storage_usd_per_gb_month: Annotated[float, Field(ge=0)] | None = Field(default_factory=_storage_default)
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -1,6 +1,8 @@
 """The user's own price book: discounts, negotiated prices and on-prem GPU rates.
 
-A price book is a YAML or CSV file (``GPUCOST_PRICE_BOOK``) applied at quote time:
+A price book is a YAML or CSV file (``GPUCOST_PRICE_BOOK``) applied wherever offers are read
+(``pricing.price_view``: offers, quotes, break-even, plans, recommendations), read once at start so a
+missing or invalid book stops the command or the server, naming the file:
 
 - ``discounts``: a factor per provider on list prices (``aws: 0.85``), or separate factors for
   on-demand and spot (``gcp: {on_demand: 0.8, spot: 1.0}``);

@@ -8,9 +8,10 @@ Rules, each named in the error so a failed refresh says which one broke and show
 - ``price_bounds``: the price per GPU-hour lies within sane bounds. They are wide on purpose:
   they catch unit slips (per-second or per-month figures, cents, CNY read as USD), not deals.
 - ``duplicate_keys``: one row per (provider, region, zone, instance type), one per build id.
-- ``empty``: a list with no rows at all.
-- ``row_collapse``: fewer than half the rows of the last good snapshot, the usual sign of a
-  truncated page or a half-failed pagination. ``force`` lets a deliberate shrink through.
+- ``empty``: a list with no rows at all (refused even with ``force``).
+- ``row_collapse``: fewer than half the rows of the provider's recent peak (its largest recent
+  snapshot, see ``pricing.store.writes``), the usual sign of a truncated page or a half-failed
+  pagination. ``force`` lets a deliberate shrink through.
 """
 
 from __future__ import annotations
@@ -138,12 +139,11 @@ def validate_rows(
 ) -> None:
     """Raise ``ValidationFailed`` naming the first rule ``rows`` break; return if all pass.
 
-    ``previous_rows`` is the row count of the provider's last good snapshot, if any.
+    ``previous_rows`` is the row count the list is measured against: the provider's recent peak.
     """
     now = now or datetime.now(UTC)
     if not rows:
-        if force:
-            return
+        # Not even ``force`` empties a provider: no rows is an outage, never a price list.
         raise ValidationFailed(provider, "empty", "the source returned no rows")
     _check_schema(provider, rows, now)
     _check_prices(provider, rows)
@@ -152,8 +152,8 @@ def validate_rows(
         raise ValidationFailed(
             provider,
             "row_collapse",
-            f"{len(rows)} rows against {previous_rows} in the last good snapshot "
-            f"(more than {1 - COLLAPSE_FRACTION:.0%} fewer); use force to accept",
+            f"{len(rows)} rows against {previous_rows} in the provider's recent snapshots "
+            f"(more than {1 - COLLAPSE_FRACTION:.0%} fewer); use force for this provider to accept",
         )
 
 

@@ -14,8 +14,9 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO.parent / "shared" / "reference"
 DATA = Path(__file__).resolve().parent / "data"
+# Copies of the public reference data (see data/reference/README.md for sources and dates).
+REFERENCE = DATA / "reference"
 
 
 @pytest.fixture(autouse=True)

@@ -69,16 +69,32 @@ def bundled_folder() -> Traversable:
     return resources.files("pricing.snapshot").joinpath("data/autodl")
 
 
+# A card's listing multiplies into one offer per GPU count; no AutoDL machine has more.
+MAX_GPUS_PER_LISTING = 64
+
+
 def offers_from_csv(text: str, file_name: str) -> list[Offer]:
-    """Pure: one snapshot file's text -> offers (USD at the newest rate of the bundled table)."""
+    """Pure: one snapshot file's text -> offers (USD at the bundled rate of each price's date).
+
+    A malformed file is an ``InvalidInput`` naming it, whatever the cell that broke."""
+    try:
+        return _offers_from_csv(text, file_name)
+    except InvalidInput:
+        raise
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise InvalidInput("autodl", f"{file_name}: unreadable row ({type(exc).__name__}: {exc})") from None
+
+
+def _offers_from_csv(text: str, file_name: str) -> list[Offer]:
     offers: list[Offer] = []
     for line, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
         where = f"{file_name} line {line}"
         gpu = canonical_gpu(row["gpu"])
         per_gpu, was_range = parse_price(row["price_per_gpu_hour"])
         currency = row["currency"].strip().upper()
-        rate = fx_rate(currency)
         as_of = datetime.fromisoformat(row["as_of"].strip()).replace(tzinfo=UTC)
+        # The rate of the price's own date, not the newest one.
+        rate = fx_rate(currency, on=as_of.date())
         increment = row.get("billing_increment_s", "").strip()
         max_gpus = int(row.get("max_gpus") or 1)
         notes = [f"{file_name}: {row['product']} {row['price_per_gpu_hour']} {currency}/GPU-h"]
@@ -87,11 +103,11 @@ def offers_from_csv(text: str, file_name: str) -> list[Offer]:
         notes.append(f"confidence {row['confidence']}")
         notes.append(row["source"])
         if currency != "USD":
-            notes.append(f"USD at {rate.rate_to_usd:.6g} USD/{currency} ({rate.as_of.isoformat()}: {rate.source})")
+            notes.append(f"{rate.note()}: {rate.source}")
         if not increment:
             notes.append("billing increment assumed 1 s (not stated in a public source)")
-        if max_gpus < 1:
-            raise InvalidInput("max_gpus", f"{where}: must be >= 1")
+        if not 1 <= max_gpus <= MAX_GPUS_PER_LISTING:
+            raise InvalidInput("max_gpus", f"{where}: must be 1 to {MAX_GPUS_PER_LISTING}")
         for count in range(1, max_gpus + 1):
             native = round(per_gpu * count, 6)
             offers.append(

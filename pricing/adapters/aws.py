@@ -13,6 +13,7 @@ hourly rental), and zero-priced dimensions are skipped: Capacity Block SKUs list
 from __future__ import annotations
 
 import json
+import math
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -99,9 +100,9 @@ def _on_demand_usd(item: dict[str, Any]) -> float | None:
                 continue
             try:
                 usd = float(dim.get("pricePerUnit", {}).get("USD", "0"))
-            except ValueError:
+            except (TypeError, ValueError, AttributeError):  # null, a list, "n/a": no price
                 continue
-            if usd > 0:
+            if usd > 0 and math.isfinite(usd):
                 return usd
     return None
 
@@ -127,11 +128,15 @@ def on_demand_prices(items: Iterable[str | dict[str, Any]]) -> dict[str, dict[st
         except json.JSONDecodeError:
             logger.warning("skipping a Price List item that is not JSON")
             continue
-        attrs = item.get("product", {}).get("attributes", {})
-        instance_type = attrs.get("instanceType", "")
-        if _family(instance_type) not in GPU_FAMILIES or not _is_plain_linux_on_demand(attrs):
+        try:
+            attrs = item.get("product", {}).get("attributes", {})
+            instance_type = attrs.get("instanceType", "")
+            if _family(instance_type) not in GPU_FAMILIES or not _is_plain_linux_on_demand(attrs):
+                continue
+            usd = _on_demand_usd(item)
+        except (AttributeError, TypeError):  # valid JSON of another shape (a number, a list ...)
+            logger.warning("skipping a Price List item of an unexpected shape")
             continue
-        usd = _on_demand_usd(item)
         if usd is None:
             continue
         out[instance_type] = {"usd": usd, "attrs": attrs}

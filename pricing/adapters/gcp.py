@@ -6,8 +6,9 @@ types exist in which zones (``AcceleratorTypesClient`` / ``MachineTypesClient`` 
 and the Compute Engine SKUs (``CloudCatalogClient.list_skus``, service 6F81-5844-456A); ``parse``
 prices each shape: GPUs x GPU SKU + vCPUs x core SKU + GiB x RAM SKU, on demand and on Spot.
 
-A2/A3/A4/G2 machine types carry their GPUs; T4, V100, P100 and P4 attach to N1 hosts, sized as
-in ``host_types_for``. A shape whose parts are not all priced in its region is left out.
+A2/A3/A4/G2 machine types carry their GPUs; T4, V100, P100 and P4 attach to any N1 host within
+GCP's vCPU and memory limits for that GPU count (``host_types_for``), and each such pairing is an
+offer of its own, so a job that needs few vCPUs can take the smallest host. A shape whose parts are not all priced in its region is left out.
 """
 
 from __future__ import annotations
@@ -73,12 +74,44 @@ _HOST_SKU = re.compile(
 )
 
 
+# GCP's limits for GPUs attached to N1 machine types: GPU count -> (max vCPUs, max memory GB) per
+# VM (cloud.google.com/compute/docs/gpus, "GPU machine types", N1 general-purpose tables; GCP's
+# "GB" here are GiB). P100 with 4 GPUs allows 96 vCPUs only in some zones: the common limit is kept.
+N1_LIMITS: dict[str, dict[int, tuple[int, float]]] = {
+    "T4": {1: (48, 312), 2: (48, 312), 4: (96, 624)},
+    "P4": {1: (24, 156), 2: (48, 312), 4: (96, 624)},
+    "V100": {1: (12, 78), 2: (24, 156), 4: (48, 312), 8: (96, 624)},
+    "P100": {1: (16, 104), 2: (32, 208), 4: (64, 208)},
+}
+# N1 shapes: vCPU counts and GiB per vCPU by kind (n1-standard 3.75, n1-highmem 6.5, n1-highcpu 0.9).
+N1_VCPUS = (1, 2, 4, 8, 16, 32, 64, 96)
+N1_GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}
+
+
+def n1_host_types(accelerator: str, count: int) -> list[str]:
+    """Every N1 machine type that can carry ``count`` GPUs of ``accelerator``, smallest first."""
+    limit = N1_LIMITS.get(accelerator, {}).get(count)
+    if limit is None:
+        return []
+    max_vcpus, max_gib = limit
+    hosts = [
+        (vcpus, kind)
+        for kind, gib_per_vcpu in N1_GIB_PER_VCPU.items()
+        for vcpus in N1_VCPUS
+        if vcpus <= max_vcpus
+        and vcpus * gib_per_vcpu <= max_gib
+        # n1-highcpu starts at 2 vCPUs and n1-highmem at 2; n1-standard-1 exists.
+        and not (vcpus == 1 and kind != "standard")
+    ]
+    return [f"n1-{kind}-{vcpus}" for vcpus, kind in sorted(hosts)]
+
+
 def host_types_for(accelerator: str, count: int) -> list[str]:
     """Machine types that carry ``count`` GPUs of SkyPilot name ``accelerator``, as GCP sells them.
 
-    N1 hosts are sized 8 vCPUs per GPU (n1-highmem-8 for 1 GPU up to n1-highmem-64 for 8), which
-    stays under GCP's per-GPU vCPU limits for T4/V100/P100/P4 and leaves a data loader room;
-    n1-standard of the same size is the fallback where no highmem row exists.
+    A2/A3/A4/G2 types come with their GPUs; T4/V100/P100/P4 attach to every N1 shape within
+    GCP's per-GPU-count limits, each a separate priced offer: the cheapest one that meets the
+    job's host needs is the one to rent.
     """
     built_in = {
         "A100": {1: ["a2-highgpu-1g"], 2: ["a2-highgpu-2g"], 4: ["a2-highgpu-4g"],
@@ -95,9 +128,7 @@ def host_types_for(accelerator: str, count: int) -> list[str]:
     }
     if accelerator in built_in:
         return built_in[accelerator].get(count, [])
-    if accelerator in N1_ATTACHED and count in (1, 2, 4, 8):
-        return [f"n1-highmem-{8 * count}", f"n1-standard-{8 * count}"]
-    return []
+    return n1_host_types(accelerator, count)
 
 
 def combined_instance_type(host: str, accelerator: str, count: int) -> str:
@@ -276,7 +307,6 @@ def gcp_offers(
                 for host_name in host_types_for(accel, count):
                     if host_name in machines:
                         add(zone, machines[host_name], accel, count)
-                        break
     return offers
 
 

@@ -101,7 +101,9 @@ def electricity_from_csv(text: str) -> dict[str, Electricity]:
     for row in csv.DictReader(io.StringIO(text)):
         table[row["region"]] = Electricity(
             region=row["region"],
-            usd_per_kwh=round(to_usd(float(row["price_per_kwh"]), row["currency"]), 6),
+            # At the rate of the price's own date.
+            usd_per_kwh=round(to_usd(float(row["price_per_kwh"]), row["currency"],
+                                     on=date.fromisoformat(row["date"])), 6),
             source=f"{row['source']} ({row['notes']})",
             as_of=date.fromisoformat(row["date"]),
         )

@@ -8,8 +8,10 @@ Rules for the catalog's real quirks, each applied in one place below:
 
 - GCP prices the accelerator (a row with an empty ``InstanceType``) apart from its host VM. A GPU
   VM costs host row + accelerator row in the same zone, paired as GCP sells them
-  (``pricing.adapters.gcp.host_types_for``). A host or accelerator row that pairs with nothing is
-  skipped. A4 host rows are priced 0.0 because the B200 SKU carries the whole price: a host price
+  (``pricing.adapters.gcp.host_types_for``): A2/A3/A4/G2 types with their own GPUs, and T4/V100/
+  P100/P4 on every N1 host within GCP's vCPU and memory limits for the GPU count, each pairing an
+  offer of its own (the cheapest host that meets a job's needs is the one to rent). A host or
+  accelerator row that pairs with nothing is skipped. A4 host rows are priced 0.0 because the B200 SKU carries the whole price: a host price
   of exactly 0 adds nothing instead of meaning "unknown".
 - Elsewhere an empty, NaN or zero price means unknown (Vast writes 0.0 for every spot price). A row
   keeps if one of on-demand and spot is known.
@@ -24,6 +26,8 @@ Rules for the catalog's real quirks, each applied in one place below:
 - Known catalog errors: Azure ``Standard_ND96isr_H100_v5`` says 12 GPUs (Microsoft documents 8);
   RunPod rows with spot above on-demand (the L40S rows) have the two swapped.
 - Repeated (region, zone, instance type) rows keep the first (RunPod repeats 2x_B200 US rows).
+  Distinct instance types are never merged, even when they share a GPU and a count (Lambda's
+  H100 PCIe and SXM types stay two offers).
 """
 
 from __future__ import annotations
@@ -84,14 +88,15 @@ class ImportReport:
 
 
 def _num(text: str | None) -> float | None:
-    """A CSV cell as a float; empty, NaN and unparsable cells are None."""
+    """A CSV cell as a float; empty, NaN, infinite and unparsable cells are None."""
     if text is None or not text.strip():
         return None
     try:
         value = float(text)
     except ValueError:
         return None
-    return None if math.isnan(value) else value
+    # inf/-inf are unparsable as amounts too: they would become infinite prices or counts.
+    return value if math.isfinite(value) else None
 
 
 def _price(text: str | None) -> float | None:
@@ -145,6 +150,11 @@ def _vram_gb(
         return gpu_spec(gpu).vram_gb
     mib = _info_mib(info, cloud, count)
     return round(mib * MIB_TO_GB, 2) if mib else None
+
+
+def _interconnect(gpu: str, known: bool, count: float) -> str | None:
+    """Between the GPUs of one instance: the GPU's own link (NVLink on SXM parts), when known."""
+    return gpu_spec(gpu).interconnect if known and count > 1 else None
 
 
 def _ram_gb(gib: float | None) -> float | None:
@@ -222,6 +232,7 @@ def _offers_generic(
                 currency="USD",
                 price_hour_native=price,
                 spot_price_hour_native=spot,
+                interconnect=_interconnect(gpu, known, count),
                 source=source,
                 as_of=as_of,
             )
@@ -304,6 +315,7 @@ def _offers_gcp(
                     currency="USD",
                     price_hour_native=round(price, 6) if price else None,
                     spot_price_hour_native=round(spot, 6) if spot else None,
+                    interconnect=_interconnect(gpu, known, count),
                     source=source,
                     as_of=as_of,
                 )

@@ -1,15 +1,21 @@
 """Load the bundled snapshot with ``importlib.resources`` (works from an installed wheel).
 
-``offers.csv`` holds the curated cloud rows (AWS, GCP, Alibaba, Lambda, RunPod, Vast, Nebius),
-each with its source and date; AutoDL-style rentals come from the newest file in ``autodl/`` and
-local builds from ``parts.csv`` + ``builds.yaml``, through the same code as their adapters, so
-the snapshot and a refresh cannot disagree. ``snapshot_id`` is a content hash of the data files:
-re-seeding the same data is idempotent.
+- ``catalog_offers.csv.gz``: every GPU row of the public SkyPilot catalog (AWS, GCP, Azure, Lambda,
+  RunPod, Vast, Nebius, Paperspace: every size, region, zone and spot price), written by
+  ``scripts/build_snapshot.py`` through the same importer as ``prices import --format skypilot``;
+- ``curated_offers.csv``: rows from other public sources, each citing it (Alibaba ECS list prices,
+  Google Colab subscriptions as an effective hourly price);
+- ``autodl/``: AutoDL-style Chinese rentals, the newest file;
+- ``parts.csv`` + ``builds.yaml``: local builds, through the same code as their adapters.
+
+Non-USD prices convert at the bundled rate of each row's own date (``pricing.currency``).
+``snapshot_id`` is a content hash of the data files: re-seeding the same data is idempotent.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 from dataclasses import dataclass, field
@@ -17,13 +23,22 @@ from datetime import datetime
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import Any
 
 from pricing.adapters.autodl import bundled_folder, newest_snapshot, offers_from_csv
 from pricing.adapters.local import all_builds, bundled_parts
+from pricing.currency import bundled_rates, convert_offers
 from pricing.offer import LocalBuild, Offer, Part
 
+SNAPSHOT_COLUMNS = [
+    "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_vram_gb", "vcpus", "ram_gb",
+    "price_hour", "spot_price_hour", "currency", "price_hour_native", "spot_price_hour_native",
+    "billing_increment_s", "min_billing_s", "interconnect", "source", "as_of",
+]
 _OPTIONAL = {"zone", "vcpus", "ram_gb", "price_hour", "spot_price_hour", "price_hour_native",
              "spot_price_hour_native", "interconnect"}
+CATALOG_FILE = "catalog_offers.csv.gz"
+CURATED_FILE = "curated_offers.csv"
 
 
 @dataclass(frozen=True)
@@ -43,13 +58,28 @@ def _data_dir() -> Traversable:
 
 def _data_files() -> list[Traversable]:
     data = _data_dir()
-    files = [f for f in data.iterdir() if f.is_file() and f.name.endswith((".csv", ".yaml"))]
+    files = [f for f in data.iterdir() if f.is_file() and f.name.endswith((".csv", ".csv.gz", ".yaml"))]
     files += [f for f in data.joinpath("autodl").iterdir() if f.is_file() and f.name.endswith(".csv")]
     return sorted(files, key=lambda f: f.name)
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(round(value, 6)).removesuffix(".0") if value.is_integer() else repr(round(value, 6))
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def offer_to_row(offer: Offer) -> dict[str, str]:
+    """One snapshot CSV row (the inverse of ``offers_from_snapshot_csv``)."""
+    return {name: _cell(getattr(offer, name)) for name in SNAPSHOT_COLUMNS}
+
+
 def offers_from_snapshot_csv(text: str) -> list[Offer]:
-    """Pure: offers.csv text -> offers (empty optional cells mean unknown)."""
+    """Pure: snapshot CSV text -> offers (empty optional cells mean unknown)."""
     offers = []
     for row in csv.DictReader(io.StringIO(text)):
         clean = {k: (None if v == "" and k in _OPTIONAL else v) for k, v in row.items()}
@@ -58,13 +88,16 @@ def offers_from_snapshot_csv(text: str) -> list[Offer]:
 
 
 _SOURCES = {
-    "aws": "skypilot-catalog v8 aws/vms.csv (AWS Price List), curated: p3 g4dn g5 g6 g6e p4d p4de p5 in us-east-1, us-west-2, eu-west-1",
-    "gcp": "skypilot-catalog v8 gcp/vms.csv (Cloud Billing Catalog), host + accelerator rows summed per zone",
-    "alibaba": "ECS gn-series list prices: cn-shanghai CNY (ArthurChiao 2023-06, from ecs-buy.aliyun.com) and Spare Cores lowest-region USD (2026)",
+    "aws": "skypilot-catalog v8 aws/vms.csv (AWS Price List): every GPU instance type, region and zone",
+    "gcp": "skypilot-catalog v8 gcp/vms.csv (Cloud Billing Catalog): host + accelerator rows per zone, N1 hosts within GCP's limits",
+    "azure": "skypilot-catalog v6 azure/vms.csv (Azure Retail Prices), US regions",
     "lambda": "skypilot-catalog v8 lambda/vms.csv",
     "runpod": "skypilot-catalog v7 runpod/vms.csv (SECURE)",
     "vast": "skypilot-catalog v8 vast/vms.csv (marketplace medians)",
     "nebius": "skypilot-catalog v8 nebius/vms.csv",
+    "paperspace": "skypilot-catalog v6 paperspace/vms.csv",
+    "alibaba": "ECS gn-series list prices: cn-shanghai CNY (ArthurChiao 2023-06, from ecs-buy.aliyun.com) and Spare Cores lowest-region USD (2026)",
+    "colab": "Google Colab Pro / Pro+ compute units as an effective hourly price (McCormick 2026-03; unit rates currypurin 2022-09-30)",
     "local": "parts.csv + builds.yaml (dated street, launch and used prices), electricity.csv",
 }
 
@@ -77,9 +110,12 @@ def load_bundled() -> BundledSnapshot:
         digest.update(f.name.encode())
         digest.update(f.read_bytes())
     data = _data_dir()
-    offers = offers_from_snapshot_csv(data.joinpath("offers.csv").read_text("utf-8"))
+    catalog_text = gzip.decompress(data.joinpath(CATALOG_FILE).read_bytes()).decode("utf-8")
+    offers = offers_from_snapshot_csv(catalog_text)
+    offers += offers_from_snapshot_csv(data.joinpath(CURATED_FILE).read_text("utf-8"))
     autodl_file = newest_snapshot(bundled_folder())
     offers += offers_from_csv(autodl_file.read_text(encoding="utf-8"), autodl_file.name)
+    offers = convert_offers(offers, bundled_rates())
     parts = list(bundled_parts())
     builds = all_builds(parts, data.joinpath("builds.yaml").read_text("utf-8"))
     as_of: dict[str, datetime] = {}

@@ -10,8 +10,9 @@ from sqlalchemy import select
 
 from optimizer.errors import InvalidInput
 from pricing.store.reads import _did_you_mean
-from pricing.store.rows import _offers, _snap, _status
-from service.schemas import ProviderStatus
+from pricing.store.rows import _offers, _runs, _snap, _status
+from pricing.store.leases import REFRESH_LEASE
+from pricing.status import ProviderStatus
 
 
 class History:
@@ -24,8 +25,12 @@ class History:
         currents = {c.provider: c for c in self._currents()}
         with self._read() as conn:
             attempts = {r.provider: r for r in conn.execute(select(_status))}
+        aborted: dict[str, datetime] = {}
+        for run in self.refresh_runs(limit=200):
+            if run["status"] == "aborted":
+                aborted.setdefault(run["source"], run["started_at"])
         answer = []
-        for provider in sorted(set(currents) | set(attempts)):
+        for provider in sorted(set(currents) | set(attempts) | set(aborted)):
             cur = currents.get(provider)
             att = attempts.get(provider)
             age_hours = (now - cur.as_of).total_seconds() / 3600 if cur else None
@@ -40,9 +45,27 @@ class History:
                     stale=age_hours is None or age_hours > stale_after_days * 24,
                     age_hours=round(age_hours, 2) if age_hours is not None else None,
                     snapshot_id=str(cur.id) if cur else None,
+                    last_aborted=aborted.get(provider),
                 )
             )
         return answer
+
+    def refresh_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The latest refresh attempts per source, newest first. One still ``running`` whose holder
+        no longer holds a live refresh lease died half-way: it is reported as ``aborted``."""
+        live = self.lease_holder(REFRESH_LEASE)
+        with self._read() as conn:
+            rows = conn.execute(select(_runs).order_by(_runs.c.id.desc()).limit(limit)).all()
+        runs = []
+        for r in rows:
+            status = r.status
+            if status == "running" and r.holder != live:
+                status = "aborted"
+            runs.append({
+                "source": r.source, "holder": r.holder, "started_at": r.started_at,
+                "finished_at": r.finished_at, "status": status, "detail": r.detail,
+            })
+        return runs
 
     def history(
         self, instance_type: str, region: str | None = None, provider: str | None = None

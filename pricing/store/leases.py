@@ -1,13 +1,46 @@
-"""Named leases with an expiry, so that one process at a time runs a price refresh. Mixed into
-``PriceStore``, on its transactions."""
+"""Named leases with a short expiry that their holder keeps renewing, so that one process at a time
+runs a price refresh and a holder that dies (SIGKILL, OOM, power cut) loses the lease within one
+TTL. Mixed into ``PriceStore``, on its transactions.
+
+A lease row holds its holder, when it was taken, the last heartbeat and when it expires. Taking it
+is one atomic statement (insert, or update where expired or ours); writes made under a lease check
+it inside their own transaction (``_check_fence``), so a holder that stalled past its expiry and
+lost the lease cannot commit over its successor.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Connection, delete, select, update
 
+from optimizer.errors import StoreError
 from pricing.store.rows import _leases
+
+# The lease a price refresh runs under (``pricing.refresh``); status reads it too.
+REFRESH_LEASE = "refresh"
+
+
+class LeaseLost(StoreError):
+    """The writer no longer holds the lease it works under; its write was not made."""
+
+    def __init__(self, name: str, holder: str) -> None:
+        self.name = name
+        self.holder = holder
+        super().__init__(f"lease {name!r} is no longer held by {holder} (expired or taken over); nothing written")
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    name: str
+    holder: str
+    acquired_at: datetime | None
+    heartbeat_at: datetime | None
+    expires_at: datetime
+
+    def alive(self, now: datetime | None = None) -> bool:
+        return self.expires_at > (now or datetime.now(UTC))
 
 
 class Leases:
@@ -17,34 +50,80 @@ class Leases:
         """Take (or renew) the lease ``name`` for ``ttl_s`` seconds; False while another holds it."""
         now = datetime.now(UTC)
         expires = now + timedelta(seconds=ttl_s)
+        # A read first: a live lease of someone else is the common answer, and on SQLite a write
+        # would queue behind the holder's own write transaction (WAL readers never wait).
+        current = self.lease_info(name)
+        if current is not None and current.holder != holder and current.alive(now):
+            return False
         with self._write() as conn:
             inserted = conn.execute(
                 self._upsert(conn, _leases)
-                .values(name=name, holder=holder, expires_at=expires)
+                .values(name=name, holder=holder, expires_at=expires, acquired_at=now, heartbeat_at=now)
                 .on_conflict_do_nothing(index_elements=["name"])
                 .returning(_leases.c.name)
             ).first()
             if inserted is not None:
                 return True
-            # Taken: ours to renew, or free once expired. The WHERE makes the check and the
-            # take one atomic statement.
+            # Ours: renew it. Expired: take it over as new. The WHERE makes check and take atomic.
+            renewed = conn.execute(
+                update(_leases)
+                .where(_leases.c.name == name, _leases.c.holder == holder)
+                .values(expires_at=expires, heartbeat_at=now)
+            ).rowcount
+            if renewed == 1:
+                return True
             taken = conn.execute(
                 update(_leases)
-                .where(_leases.c.name == name)
-                .where((_leases.c.holder == holder) | (_leases.c.expires_at < now))
-                .values(holder=holder, expires_at=expires)
+                .where(_leases.c.name == name, _leases.c.expires_at < now)
+                .values(holder=holder, expires_at=expires, acquired_at=now, heartbeat_at=now)
             ).rowcount
             return taken == 1
+
+    def renew_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Extend a lease ``holder`` still holds; False when it is gone or someone else's.
+
+        A lease past its expiry that nobody took over is still the holder's (on SQLite its own long
+        write transaction can hold off the heartbeat); a take-over changes the holder."""
+        now = datetime.now(UTC)
+        with self._write() as conn:
+            renewed = conn.execute(
+                update(_leases)
+                .where(_leases.c.name == name, _leases.c.holder == holder)
+                .values(expires_at=now + timedelta(seconds=ttl_s), heartbeat_at=now)
+            ).rowcount
+        return renewed == 1
 
     def release_lease(self, name: str, holder: str) -> None:
         with self._write() as conn:
             conn.execute(delete(_leases).where(_leases.c.name == name, _leases.c.holder == holder))
 
-    def lease_holder(self, name: str) -> str | None:
+    def lease_info(self, name: str) -> LeaseInfo | None:
+        """The lease row, live or expired (an expired one is what a dead holder left behind)."""
         with self._read() as conn:
-            row = conn.execute(
-                select(_leases.c.holder, _leases.c.expires_at).where(_leases.c.name == name)
-            ).first()
-        if row is None or row.expires_at < datetime.now(UTC):
+            row = conn.execute(select(_leases).where(_leases.c.name == name)).first()
+        if row is None:
             return None
-        return str(row.holder)
+        return LeaseInfo(
+            name=row.name, holder=row.holder, acquired_at=row.acquired_at,
+            heartbeat_at=row.heartbeat_at, expires_at=row.expires_at,
+        )
+
+    def lease_holder(self, name: str) -> str | None:
+        info = self.lease_info(name)
+        if info is None or not info.alive():
+            return None
+        return info.holder
+
+    def _check_fence(self, conn: Connection, name: str, holder: str) -> None:
+        """Inside a write transaction: raise ``LeaseLost`` unless ``name`` is still ``holder``'s.
+
+        On PostgreSQL the row stays locked until commit, so nobody can take the lease between the
+        check and the write; on SQLite the transaction already holds the database's write lock.
+        """
+        # The holder, not the expiry, decides: past its expiry but not taken over, nobody else
+        # is writing, and only a take-over (which changes the holder) makes this write wrong.
+        stmt = select(_leases.c.holder).where(_leases.c.name == name, _leases.c.holder == holder)
+        if conn.dialect.name == "postgresql":
+            stmt = stmt.with_for_update()
+        if conn.execute(stmt).first() is None:
+            raise LeaseLost(name, holder)

@@ -4,16 +4,20 @@ process and keyed by the set of current snapshots. Mixed into ``PriceStore``, on
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from pydantic.fields import FieldInfo
 from sqlalchemy import select
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator.gpus import canonical_gpu
 from pricing.offer import LocalBuild, Offer
+from pricing.price_view import PriceView
 from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers, _snap
 
 
@@ -31,6 +35,55 @@ class _Current:
 def _did_you_mean(name: str, choices: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _default_of(field: FieldInfo) -> Callable[[dict[str, Any]], Any]:
+    """``field.get_default(call_default_factory=True, validated_data=...)`` as a function of the
+    fields so far, with the factory's signature looked at once instead of on every call."""
+    factory = field.default_factory
+    if factory is None:
+        return functools.partial(_plain_default, field)
+    if field.default_factory_takes_validated_data:
+        return factory  # type: ignore[return-value]
+    return lambda _values: factory()  # type: ignore[call-arg]
+
+
+def _plain_default(field: FieldInfo, values: dict[str, Any]) -> Any:
+    return field.get_default(call_default_factory=True, validated_data=values)
+
+
+def _offer_builder() -> Callable[[dict[str, Any]], Offer]:
+    """What ``Offer.model_construct(**row)`` returns, for rows of exactly the stored columns,
+    made without its per-field alias and default lookups: those cost most of a CLI quote's
+    load of thousands of offers. Falls back to ``model_construct`` where an Offer needs more
+    than a plain fill (aliases, post-init, extra fields, a required field not stored)."""
+    fields = Offer.__pydantic_fields__
+    stored = [n for n in _OFFER_FIELDS if n in fields]
+    missing = [n for n in fields if n not in stored]
+    if (Offer.__pydantic_post_init__ or Offer.model_config.get("extra") == "allow"
+            or len(stored) != len(_OFFER_FIELDS)
+            or any(f.alias is not None or f.validation_alias is not None for f in fields.values())
+            or any(fields[n].is_required() for n in missing)):
+        return lambda row: Offer.model_construct(**row)
+    order = list(fields)
+    fields_set = frozenset(stored)
+    factory = {n: _default_of(fields[n]) for n in missing}
+    new, put = Offer.__new__, object.__setattr__
+
+    def build(row: dict[str, Any]) -> Offer:
+        m = new(Offer)
+        # model_construct's dict: every field, in declaration order (dumps keep that order); a
+        # default factory sees the fields before it, as there.
+        values: dict[str, Any] = {}
+        for n in order:
+            values[n] = row[n] if n in fields_set else factory[n](values)
+        put(m, "__dict__", values)
+        put(m, "__pydantic_fields_set__", set(fields_set))
+        put(m, "__pydantic_extra__", None)
+        put(m, "__pydantic_private__", None)
+        return m
+
+    return build
 
 
 class Reads:
@@ -56,17 +109,25 @@ class Reads:
     def _version(currents: Sequence[_Current]) -> tuple[tuple[str, int], ...]:
         return tuple((c.provider, c.id) for c in currents)
 
+    # The user's view of prices (dated currency conversion, price book): set by whoever opens
+    # the store for answering (``pricing.price_view.PriceView``); None serves stored rows as-is.
+    price_view: PriceView | None = None
+
     def all_offers(self) -> list[Offer]:
-        """Every offer of every provider's current snapshot (a new list each call)."""
+        """Every offer of every provider's current snapshot (a new list each call), as the
+        store's ``price_view`` shows them."""
         self.ensure_seeded()
         version = self._version(self._currents())
+        view = self.price_view
+        key = (*version, ("~view", id(view)))
         memo = self._offers_memo
-        if memo is not None and memo[0] == version:
+        if memo is not None and memo[0] == key:
             return list(memo[1])
         with self._lock:
             memo = self._offers_memo
-            if memo is None or memo[0] != version:
-                memo = (version, self._load_offers([i for _, i in version]))
+            if memo is None or memo[0] != key:
+                offers = self._load_offers([i for _, i in version])
+                memo = (key, view.apply(offers) if view is not None else offers)
                 self._offers_memo = memo
         return list(memo[1])
 
@@ -79,9 +140,10 @@ class Reads:
             .where(_offers.c.snapshot_id.in_(snapshot_ids))
             .order_by(_offers.c.provider, _offers.c.region, _offers.c.zone, _offers.c.instance_type)
         )
+        build = _offer_builder()
         with self._read() as conn:
             # Rows were validated as Offer on the way in; constructing skips a second validation.
-            return [Offer.model_construct(**row._asdict()) for row in conn.execute(stmt)]
+            return [build(row._asdict()) for row in conn.execute(stmt)]
 
     def offers(
         self,
@@ -154,4 +216,6 @@ class Reads:
         digest = hashlib.sha256()
         for c in self._currents():
             digest.update(f"{c.provider}:{c.content_hash}\n".encode())
+        if self.price_view is not None:
+            digest.update(f"view:{self.price_view.fingerprint}\n".encode())
         return digest.hexdigest()[:16]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,10 +23,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from optimizer.errors import StoreError
 from pricing.offer import LocalBuild, Offer
+from pricing.store.health import Health, plain_error
 from pricing.store.history import History
 from pricing.store.leases import Leases
 from pricing.store.reads import Reads
@@ -59,6 +62,11 @@ __all__ = [
     "open_store",
 ]
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: openers there do without the creation lock
+    fcntl = None  # type: ignore[assignment]
+
 logger = logging.getLogger(__name__)
 
 SEED_MARKER = "bundled_snapshot_loaded"
@@ -71,15 +79,58 @@ def open_store(db_url: str | None = None, *, seed: SeedLoader | None = None) -> 
     the bundled snapshot on first use; ``seed`` replaces that loader (tests).
     """
     url = db_url or default_db_url()
-    try:
-        engine = _engine_for(url)
-        migrate(engine)
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot open the price store: {exc}") from exc
+    path = _sqlite_file(url)
+    with _creation_lock(path):
+        if path is not None:
+            _refuse_empty_file(path)
+        try:
+            engine = _engine_for(url)
+            migrate(engine)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the price store: {plain_error(exc)}") from exc
     return PriceStore(engine, seed=seed)
 
 
-class PriceStore(Reads, Writes, History, Leases):
+def _sqlite_file(url: str) -> Path | None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+@contextmanager
+def _creation_lock(path: Path | None) -> Iterator[None]:
+    """Openers of one SQLite file take turns until it is created and migrated (processes too,
+    through an flock on a sidecar file), so a file seen empty under the lock really is empty and
+    not one another opener is just creating."""
+    if path is None or fcntl is None or not path.parent.is_dir():
+        yield
+        return
+    try:
+        handle = open(path.with_name(path.name + ".lock"), "a+b")  # noqa: SIM115 - closed below
+    except OSError:  # a read-only folder: nobody creates the file there either
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _refuse_empty_file(path: Path) -> None:
+    """A store file that exists but holds 0 bytes was truncated or lost its content (a full disk,
+    a failed copy): say so, rather than let SQLite take it for a new database and quietly fill it
+    with the bundled prices, which would hide the loss."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise StoreError(
+            f"the price store file {path} is empty (0 bytes): it was truncated or damaged. "
+            "Restore it from a backup, or delete it to start again from the bundled prices."
+        )
+
+
+class PriceStore(Reads, Writes, History, Leases, Health):
     """Current prices, their history and refresh bookkeeping, on one SQLAlchemy engine."""
 
     def __init__(self, engine: Engine, *, seed: SeedLoader | None = None) -> None:
@@ -103,16 +154,16 @@ class PriceStore(Reads, Writes, History, Leases):
         try:
             with self.engine.connect() as conn:
                 yield conn
-        except DBAPIError as exc:
-            raise StoreError(f"price store read failed: {exc.orig}") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"price store read failed: {plain_error(exc)}") from exc
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         try:
             with self.engine.connect().execution_options(gpucost_write=True) as conn, conn.begin():
                 yield conn
-        except DBAPIError as exc:
-            raise StoreError(f"price store write failed: {exc.orig}") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"price store write failed: {plain_error(exc)}") from exc
 
     def _upsert(self, conn: Connection, table: Any) -> Any:
         if conn.dialect.name == "postgresql":

@@ -13,6 +13,7 @@ from pricing.store.schema import (
     LocalBuildRow,
     OfferRow,
     ProviderStatusRow,
+    RefreshRunRow,
     SnapshotRow,
     StoreMetaRow,
 )
@@ -25,6 +26,7 @@ _builds = LocalBuildRow.__table__
 _status = ProviderStatusRow.__table__
 _leases = LeaseRow.__table__
 _meta = StoreMetaRow.__table__
+_runs = RefreshRunRow.__table__
 
 _OFFER_FIELDS = [name for name in Offer.model_fields if name in _offers.c]
 

@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    false,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -79,6 +80,8 @@ class SnapshotRow(Base):
     content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     is_current: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    # Accepted with ``force``: the row-collapse guard's history starts again here.
+    forced: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
 
     __table_args__ = (
         Index("ix_snapshots_provider_fetched_at", "provider", "fetched_at"),
@@ -154,6 +157,23 @@ class LeaseRow(Base):
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     holder: Mapped[str] = mapped_column(String(200), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    acquired_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class RefreshRunRow(Base):
+    """One source's refresh attempt. ``status`` is ``running`` until it ends; a ``running`` row
+    whose holder no longer holds the refresh lease belongs to a refresh that died."""
+
+    __tablename__ = "refresh_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(String(64), nullable=False)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False, index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    detail: Mapped[str | None] = mapped_column(Text)
 
 
 class StoreMetaRow(Base):

@@ -3,7 +3,9 @@ the writers' lock, Alembic migrations, and what the first-use seeding loads."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -11,8 +13,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from pricing.offer import LocalBuild, Offer
@@ -109,8 +112,50 @@ def _lock(conn: Connection, name: str) -> None:
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)" % _lock_key(name))
 
 
+_REVISION_LINE = re.compile(r"^(revision|down_revision|branch_labels|depends_on)\b[^=]*=\s*(.+?)\s*$", re.MULTILINE)
+
+
+def script_head() -> str | None:
+    """The head revision of the migration scripts, read from their text, or None when the
+    scripts are not a plain chain this reading is sure of (branches, merges, dependencies):
+    importing Alembic to find out costs more than a CLI command's whole answer."""
+    revisions: dict[str, str | None] = {}
+    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        fields = dict(_REVISION_LINE.findall(script.read_text(encoding="utf-8")))
+        try:
+            values = {k: ast.literal_eval(v) for k, v in fields.items()}
+        except (ValueError, SyntaxError):
+            return None
+        rev, down = values.get("revision"), values.get("down_revision")
+        if (not isinstance(rev, str) or rev in revisions or not isinstance(down, str | None)
+                or values.get("branch_labels") or values.get("depends_on")):
+            return None
+        revisions[rev] = down
+    heads = set(revisions) - {d for d in revisions.values() if d is not None}
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_revision(engine: Engine, head: str | None) -> bool:
+    """Whether the database already stands at ``head`` (one row in ``alembic_version``)."""
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("alembic_version"):
+                return False
+            rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
+    except SQLAlchemyError:
+        return False
+    return [tuple(r) for r in rows] == [(head,)]
+
+
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision (a new database is created this way)."""
+    """Bring the schema to the newest Alembic revision (a new database is created this way).
+
+    A database already at the scripts' head is left alone without loading Alembic: that check
+    is two small queries, the upgrade's set-up most of a second."""
+    if _at_revision(engine, script_head()):
+        return
     from alembic import command
     from alembic.config import Config
 

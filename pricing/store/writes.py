@@ -3,7 +3,7 @@ and the outcome of each refresh attempt. Mixed into ``PriceStore``, on its trans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -12,9 +12,12 @@ from sqlalchemy import Connection, insert, select, update
 
 from optimizer.errors import InvalidInput
 from pricing.offer import LocalBuild, Offer
-from pricing.store.rows import _build_row, _builds, _offer_row, _offers, _snap, _status, content_hash
+from pricing.store.rows import _build_row, _builds, _offer_row, _offers, _runs, _snap, _status, content_hash
 from pricing.store.setup import _lock
 from pricing.validate import validate_rows
+
+# How many of a provider's latest snapshots the row-collapse guard looks back over.
+HISTORY_WINDOW = 10
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Writes:
         as_of: datetime,
         source: str,
         digest: str,
+        forced: bool = False,
     ) -> int:
         snapshot_id = self._insert_snapshot(
             conn,
@@ -79,11 +83,29 @@ class Writes:
                 "row_count": len(rows),
                 "content_hash": digest,
                 "created_at": datetime.now(UTC),
+                "forced": forced,
             },
         )
         self._insert_rows(conn, snapshot_id, rows)
         self._flip_current(conn, provider, snapshot_id)
         return snapshot_id
+
+    def _recent_peak(self, conn: Connection, provider: str) -> int | None:
+        """The most rows ``provider`` had in its last ``HISTORY_WINDOW`` snapshots, counting back no
+        further than its last forced one: what a new list is measured against, so that a run of
+        small shrinks cannot walk a provider down to nothing one refresh at a time."""
+        recent = conn.execute(
+            select(_snap.c.row_count, _snap.c.forced)
+            .where(_snap.c.provider == provider)
+            .order_by(_snap.c.id.desc())
+            .limit(HISTORY_WINDOW)
+        ).all()
+        peak: int | None = None
+        for row in recent:
+            peak = max(peak or 0, int(row.row_count))
+            if row.forced:
+                break
+        return peak
 
     def replace_rows(
         self,
@@ -100,32 +122,96 @@ class Writes:
         Raises ``ValidationFailed`` (the current rows stay) or ``StoreError``. Content identical
         to the current snapshot writes nothing and answers ``changed=False``.
         """
+        (info,) = self.replace_groups(
+            {provider: list(rows)}, fetched_at=fetched_at, sources={provider: source},
+            force={provider} if force else (), as_of=as_of,
+        )
+        return info
+
+    def replace_groups(
+        self,
+        groups: Mapping[str, Sequence[Offer | LocalBuild]],
+        *,
+        fetched_at: datetime,
+        sources: Mapping[str, str],
+        force: Collection[str] = (),
+        as_of: datetime | None = None,
+        fence: tuple[str, str] | None = None,
+    ) -> list[SnapshotInfo]:
+        """Make each provider's rows in ``groups`` its current price list, all in ONE transaction.
+
+        A source that prices several providers is therefore all-old or all-new, even when the
+        process dies half-way. Every provider is validated (against its recent history) before
+        anything is written; the first rule broken raises ``ValidationFailed`` and nothing
+        changes. ``force`` names the providers whose shrink is deliberate (never to zero rows).
+        ``fence`` = (lease, holder): the write happens only while that lease is held.
+        """
         self.ensure_seeded()
-        rows = list(rows)
         if fetched_at.tzinfo is None:
             raise InvalidInput("fetched_at", "must be timezone-aware")
-        digest = content_hash(rows)
-        snapshot_as_of = as_of or (min(r.as_of for r in rows) if rows else fetched_at)
+        forced = set(force)
+        prepared = []
+        for provider in sorted(groups):
+            rows = list(groups[provider])
+            digest = content_hash(rows)
+            snapshot_as_of = as_of or (min(r.as_of for r in rows) if rows else fetched_at)
+            prepared.append((provider, rows, digest, snapshot_as_of))
+        infos: list[SnapshotInfo] = []
         with self._write() as conn:
-            _lock(conn, f"gpucost:provider:{provider}")
-            current = self._current_of(conn, provider)
-            previous_rows = int(current.row_count) if current else None
-            validate_rows(provider, rows, previous_rows=previous_rows, force=force)
-            if current is not None and current.content_hash == digest:
-                return SnapshotInfo(
-                    id=int(current.id), provider=provider, fetched_at=fetched_at, as_of=snapshot_as_of,
-                    source=source, row_count=len(rows), content_hash=digest, changed=False,
-                    previous_rows=previous_rows,
+            # Sorted, so two writers of overlapping provider sets cannot deadlock.
+            for provider, *_ in prepared:
+                _lock(conn, f"gpucost:provider:{provider}")
+            if fence is not None:
+                self._check_fence(conn, *fence)
+            currents = {}
+            for provider, rows, _, _ in prepared:
+                current = self._current_of(conn, provider)
+                currents[provider] = current
+                validate_rows(
+                    provider, rows, previous_rows=self._recent_peak(conn, provider),
+                    force=provider in forced,
                 )
-            snapshot_id = self._write_snapshot(
-                conn, provider, rows, fetched_at=fetched_at, as_of=snapshot_as_of, source=source,
-                digest=digest,
+            for provider, rows, digest, snapshot_as_of in prepared:
+                current = currents[provider]
+                previous_rows = int(current.row_count) if current else None
+                source = sources.get(provider) or provider
+                if current is not None and current.content_hash == digest:
+                    infos.append(SnapshotInfo(
+                        id=int(current.id), provider=provider, fetched_at=fetched_at, as_of=snapshot_as_of,
+                        source=source, row_count=len(rows), content_hash=digest, changed=False,
+                        previous_rows=previous_rows,
+                    ))
+                    continue
+                snapshot_id = self._write_snapshot(
+                    conn, provider, rows, fetched_at=fetched_at, as_of=snapshot_as_of, source=source,
+                    digest=digest, forced=provider in forced,
+                )
+                infos.append(SnapshotInfo(
+                    id=snapshot_id, provider=provider, fetched_at=fetched_at, as_of=snapshot_as_of,
+                    source=source, row_count=len(rows), content_hash=digest, changed=True,
+                    previous_rows=previous_rows,
+                ))
+        return infos
+
+    # -- refresh runs -------------------------------------------------------------------------
+
+    def start_run(self, source: str, holder: str) -> int:
+        """Record that ``holder`` began refreshing ``source``; ``finish_run`` closes the record."""
+        with self._write() as conn:
+            result = conn.execute(
+                insert(_runs)
+                .values(source=source, holder=holder, started_at=datetime.now(UTC), status="running")
+                .returning(_runs.c.id)
             )
-        return SnapshotInfo(
-            id=snapshot_id, provider=provider, fetched_at=fetched_at, as_of=snapshot_as_of,
-            source=source, row_count=len(rows), content_hash=digest, changed=True,
-            previous_rows=previous_rows,
-        )
+            return int(result.scalar_one())
+
+    def finish_run(self, run_id: int, status: str, detail: str | None = None) -> None:
+        with self._write() as conn:
+            conn.execute(
+                update(_runs)
+                .where(_runs.c.id == run_id)
+                .values(status=status, finished_at=datetime.now(UTC), detail=detail[:4000] if detail else None)
+            )
 
     def record_attempt(self, provider: str, error: str | None, *, at: datetime | None = None) -> None:
         """Note a refresh attempt: ``error`` None marks success and clears the last error."""

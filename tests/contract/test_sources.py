@@ -23,7 +23,7 @@ from pricing.source import RawSnapshot, SourceSettings, registered_sources
 
 TESTS = Path(__file__).parents[1]
 API = TESTS / "data" / "api"
-CATALOG = TESTS.parent / ".." / "shared" / "reference" / "skypilot-catalog"
+CATALOG = TESTS / "data" / "reference" / "skypilot-catalog"
 
 EXPECTED_SOURCES = {"aws", "gcp", "alibaba", "skypilot", "autodl", "local"}
 
@@ -128,7 +128,6 @@ class TestAlibabaContract(OfferContract):
         return source.parse(source.fetch())
 
 
-@pytest.mark.skipif(not CATALOG.is_dir(), reason="reference catalog not present")
 class TestSkypilotContract(OfferContract):
     source_name = "skypilot"
     providers = {"aws", "azure", "gcp", "lambda", "nebius", "paperspace", "runpod", "vast"}

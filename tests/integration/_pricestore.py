@@ -1,7 +1,7 @@
 """Shared pieces of the store, refresh, prices API and CLI tests.
 
 Prices come from real public data only: the bundled snapshot (``load_bundled``) and the reference
-SkyPilot catalog (``../shared/reference/skypilot-catalog``, catalog v8 except runpod v7), read with
+SkyPilot catalog (``tests/data/reference/skypilot-catalog``, catalog v8 except runpod v7), read with
 the product's own importer. Where a test needs a *changed* price list it derives one from these
 rows by a stated factor; no price here is typed in by hand.
 """
@@ -21,7 +21,7 @@ import pytest
 from pricing.offer import Offer
 from pricing.source import RawSnapshot, SourceSettings
 
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference"
 CATALOG = REFERENCE / "skypilot-catalog"
 # The date the tests pretend the catalog rows were priced; a parameter of the tests, not a price.
 CATALOG_AS_OF = datetime(2026, 11, 1, tzinfo=UTC)

@@ -86,10 +86,12 @@ def test_t4_attaches_to_n1_hosts_sized_per_gpu() -> None:
     source = _source()
     offers = {(o.zone, o.instance_type): o for o in source.parse(source.fetch())}
     t4 = [o for o in offers.values() if o.gpu == "T4"]
+    # The fixture's zone has n1-highmem-8/16/32: each is within T4 limits for 1, 2 and 4 GPUs
+    # (48 vCPUs for 1-2 GPUs, 96 for 4), and each pairing is an offer.
     assert sorted(o.instance_type for o in t4) == [
-        "n1-highmem-16+2xT4",
-        "n1-highmem-32+4xT4",
-        "n1-highmem-8+1xT4",
+        "n1-highmem-16+1xT4", "n1-highmem-16+2xT4", "n1-highmem-16+4xT4",
+        "n1-highmem-32+1xT4", "n1-highmem-32+2xT4", "n1-highmem-32+4xT4",
+        "n1-highmem-8+1xT4", "n1-highmem-8+2xT4", "n1-highmem-8+4xT4",
     ]
     one = offers[("us-central1-a", "n1-highmem-8+1xT4")]
     # 0.35 (T4) + 0.473212 (n1-highmem-8: skypilot-catalog host row 0.47321).
@@ -151,5 +153,11 @@ def test_host_pairing_rules() -> None:
     assert host_types_for("A100", 16) == ["a2-megagpu-16g"]
     assert host_types_for("H100-MEGA", 8) == ["a3-megagpu-8g"]
     assert host_types_for("L4", 2) == ["g2-standard-24"]
-    assert host_types_for("V100", 8)[0] == "n1-highmem-64"
+    # V100: up to 12 vCPUs and 78 GB per GPU; every N1 shape within that, smallest first.
+    assert host_types_for("V100", 1) == [
+        "n1-standard-1", "n1-highcpu-2", "n1-highmem-2", "n1-standard-2", "n1-highcpu-4",
+        "n1-highmem-4", "n1-standard-4", "n1-highcpu-8", "n1-highmem-8", "n1-standard-8",
+    ]
+    assert "n1-highmem-96" in host_types_for("V100", 8)
+    assert "n1-highmem-64" not in host_types_for("T4", 1)  # T4: 48 vCPUs for one GPU
     assert host_types_for("K80", 1) == []

@@ -1,4 +1,4 @@
-"""SkyPilot catalog import on the real catalog files under ../shared/reference/skypilot-catalog."""
+"""SkyPilot catalog import on the real catalog files copied to tests/data/reference/skypilot-catalog."""
 
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ from pricing.adapters.skypilot_csv import SkypilotSource, load_skypilot, load_sk
 from pricing.errors import MissingCredentials
 from pricing.source import SourceSettings
 
-CATALOG = Path(__file__).parents[2] / ".." / "shared" / "reference" / "skypilot-catalog"
+CATALOG = Path(__file__).parents[1] / "data" / "reference" / "skypilot-catalog"
 CLOUDS = ["aws", "azure", "gcp", "lambda", "nebius", "paperspace", "runpod", "vast"]
-
-pytestmark = pytest.mark.skipif(not CATALOG.is_dir(), reason="reference catalog not present")
-
 
 @pytest.fixture(scope="module")
 def imported():
@@ -91,8 +88,17 @@ def test_gcp_pairings(imported) -> None:
     assert ("a4-highgpu-8g", "B200", 8) in kinds  # host priced 0.0: the B200 row carries it all
     assert ("a2-megagpu-16g", "A100", 16) in kinds
     assert {("n1-highmem-8+1xT4", "T4", 1), ("n1-highmem-64+8xV100", "V100", 8)} <= kinds
-    # n1 hosts sized per GPU count: 8 vCPUs per attached GPU.
-    assert all(o.vcpus == 8 * o.gpu_count for o in gcp if o.instance_type.startswith("n1-"))
+    # Every N1 host within GCP's limits per GPU count is its own offer (V100: 12 vCPUs per GPU,
+    # T4: 48 for one or two GPUs), so a job needing few vCPUs rents the small host.
+    n1 = {(o.instance_type, o.vcpus) for o in gcp if o.instance_type.startswith("n1-")}
+    assert ("n1-highmem-2+1xT4", 2) in n1 and ("n1-highmem-32+1xT4", 32) in n1
+    assert ("n1-highmem-8+1xV100", 8) in n1
+    assert not any(t.startswith("n1-highmem-16+1xV100") for t, _ in n1)  # over 12 vCPUs
+    assert not any(t.startswith("n1-highmem-64+1xT4") for t, _ in n1)  # over 48 vCPUs
+    t4 = [o for o in gcp if o.region == "us-central1" and o.zone == "us-central1-a"
+          and o.instance_type.endswith("+1xT4")]
+    cheapest = min(t4, key=lambda o: o.price_hour)
+    assert cheapest.instance_type == "n1-highmem-2+1xT4"
     # Never an accelerator priced alone.
     assert all(o.instance_type for o in gcp)
 

@@ -1,0 +1,63 @@
+"""The offers a user sees: stored list prices in USD at the rate of each price's date, with the
+user's price book (discounts, negotiated prices, on-prem nodes) applied.
+
+Applied once, where the store hands out its current offers (``PriceStore.all_offers``), so
+every answer that reads offers (offers, quote, break-even, plan, recommend, frontier) sees the
+same prices over HTTP and in the CLI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from optimizer.errors import InvalidInput
+from pricing.currency import RateTable, convert_offers, rate_table
+from pricing.offer import Offer
+from pricing.pricebook import PriceBook, apply_price_book, load_price_book
+
+
+@dataclass(frozen=True)
+class PriceView:
+    rates: RateTable
+    book: PriceBook | None = None
+    book_path: str | None = None
+    fx_file: str | None = None
+    # Prices older than this are called stale in answers (``GPUCOST_STALE_AFTER_DAYS``).
+    stale_after_days: float = 3.0
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes with anything that changes prices, so answers cached per snapshot id and
+        computed under another book or rates table are not reused."""
+        digest = hashlib.sha256()
+        digest.update((self.book.model_dump_json() if self.book else "-").encode())
+        for code in sorted(self.rates):
+            for r in self.rates[code]:
+                digest.update(f"{code}:{r.rate_to_usd!r}:{r.as_of}\n".encode())
+        return digest.hexdigest()[:16]
+
+    def apply(self, offers: Iterable[Offer]) -> list[Offer]:
+        """Pure: offers re-priced at their dated rates, then the book applied."""
+        return apply_price_book(convert_offers(offers, self.rates), self.book)
+
+
+def price_view(
+    price_book: str | None = None, fx_file: str | None = None, stale_after_days: float = 3.0
+) -> PriceView:
+    """The view for a price book path and a rates file path (either may be None).
+
+    A missing or invalid file raises ``InvalidInput`` naming it (CLI exit 2; the server
+    refuses to start).
+    """
+    book = None
+    if price_book:
+        if not Path(price_book).is_file():
+            raise InvalidInput("price_book", f"GPUCOST_PRICE_BOOK: no such file: {price_book}")
+        book = load_price_book(price_book)
+    if fx_file and not Path(fx_file).is_file():
+        raise InvalidInput("fx_file", f"GPUCOST_FX_FILE: no such file: {fx_file}")
+    return PriceView(rates=rate_table(fx_file or None), book=book, book_path=price_book, fx_file=fx_file,
+                     stale_after_days=stale_after_days)
