@@ -31,7 +31,11 @@ def parse_cron(expr: str) -> Any:
     try:
         return CronTrigger.from_crontab(expr, timezone="UTC")
     except ValueError as exc:
-        raise InvalidInput("refresh_cron", f"not a crontab expression {expr!r}: {exc}") from None
+        raise InvalidInput(
+            "GPUCOST_REFRESH_CRON",
+            f"{expr!r} is not a five-field crontab expression (minute hour day month weekday, "
+            f"e.g. '0 3 * * *'): {exc}",
+        ) from None
 
 
 def run_scheduled_refresh(
@@ -41,13 +45,18 @@ def run_scheduled_refresh(
     try:
         results = refresh_exclusive(store, settings.source_settings(), holder=holder, sources=sources)
     except RefreshBusy as exc:
-        logger.info("scheduled refresh skipped: %s", exc)
+        logger.info("scheduled refresh skipped: %s", exc, extra={"event": "scheduled_refresh", "skipped": True})
         return []
     except Exception:  # noqa: BLE001 - a failed night must not kill the scheduler thread
-        logger.exception("scheduled refresh failed")
+        logger.exception("scheduled refresh failed", extra={"event": "scheduled_refresh"})
         return []
-    for r in results:
-        logger.info("refresh %s: %s rows=%d %s", r.provider, r.status, r.rows, r.error or r.note or "")
+    failed = [r.provider for r in results if r.status == "failed"]
+    logger.log(
+        logging.WARNING if failed else logging.INFO,
+        "scheduled refresh finished: %d sources, %d failed%s", len(results), len(failed),
+        f" ({', '.join(failed)})" if failed else "",
+        extra={"event": "scheduled_refresh", "results": {r.provider: r.status for r in results}},
+    )
     return results
 
 

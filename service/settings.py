@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pricing.source import SourceSettings
+
+if TYPE_CHECKING:
+    from pricing.price_view import PriceView
 
 
 def _csv(value: object) -> object:
@@ -24,6 +29,7 @@ class Settings(BaseSettings):
     refresh_cron: str | None = Field(default=None, description='e.g. "0 3 * * *" (UTC)')
     stale_after_days: float = 3.0
     price_book: str | None = Field(default=None, description="path of a YAML/CSV price book")
+    fx_file: str | None = Field(default=None, description="CSV of dated exchange rates added to the bundled ones")
     aws_regions: tuple[str, ...] = ("us-east-1", "us-west-2", "eu-west-1")
     gcp_project: str | None = None
     gcp_regions: tuple[str, ...] = ("us-central1", "us-east4", "europe-west4")
@@ -32,8 +38,27 @@ class Settings(BaseSettings):
     skypilot_dir: str | None = None
     parts_file: str | None = None
     solver_time_limit_s: float = 10.0
+    # Bounded work (service.api.limits): expensive requests running at once and waiting, per lane,
+    # and one wall-clock limit per request covering its queue wait and all its solves.
+    max_solves: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1, le=256)
+    solve_queue: int = Field(default=8, ge=0, le=10_000)
+    max_quotes: int = Field(default_factory=lambda: 2 * max(1, os.cpu_count() or 1), ge=1, le=1024)
+    quote_queue: int = Field(default=128, ge=0, le=100_000)
+    request_time_limit_s: float = Field(default=60.0, gt=0, le=3600)
+    max_body_bytes: int = Field(default=1_000_000, ge=1024, le=1_000_000_000)
+    # Worker processes for plans, frontiers and recommendations (0: on the server's threads).
+    # ``service.api.asgi`` (what ``gpucost serve`` runs) defaults it to ``max_solves``.
+    solve_processes: int = Field(default=0, ge=0, le=256)
+    answer_cache: bool = Field(default=True, description="keep answers for identical requests on the same prices")
 
     _split = field_validator("aws_regions", "gcp_regions", "alibaba_regions", mode="before")(_csv)
+
+    def price_view(self) -> PriceView:
+        """Dated currency and the price book, as every answer applies them; a missing or invalid
+        file raises ``InvalidInput`` naming it."""
+        from pricing.price_view import price_view
+
+        return price_view(self.price_book, self.fx_file, self.stale_after_days)
 
     def source_settings(self) -> SourceSettings:
         return SourceSettings(

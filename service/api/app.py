@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,6 +16,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
 from pricing.refresh import RefreshBusy
+from service.api.answer_cache import AnswerCache
+from service.api.limits import Limits, WorkStopped
+from service.api.middleware import GuardMiddleware
 from service.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,7 @@ ROUTE_MODULES = (
     "plan",
     "recommend",
     "frontier",
+    "web",
 )
 
 
@@ -77,13 +80,18 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _store(_: Request, exc: StoreError) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": str(exc)})
 
+    @app.exception_handler(WorkStopped)
+    async def _stopped(_: Request, exc: WorkStopped) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": str(exc), "time_limit_s": exc.limit_s})
+
     @app.exception_handler(GpucostError)
     async def _other(_: Request, exc: GpucostError) -> JSONResponse:
         logger.exception("unhandled gpucost error")
         return JSONResponse(status_code=500, content={"detail": str(exc)})
 
 
-def _install_metrics(app: FastAPI) -> None:
+def _install_metrics(app: FastAPI) -> Any:
+    """Prometheus counters for the app; returns the observer the guard middleware calls."""
     # One registry per app: tests build many apps in one process.
     registry = CollectorRegistry()
     requests = Counter(
@@ -94,19 +102,41 @@ def _install_metrics(app: FastAPI) -> None:
     )
     app.state.metrics_registry = registry
 
-    @app.middleware("http")
-    async def _observe(request: Request, call_next: Any) -> Response:
-        start = time.perf_counter()
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        latency.labels(request.method, path).observe(time.perf_counter() - start)
-        requests.labels(request.method, path, str(response.status_code)).inc()
-        return response
+    def observe(method: str, route: str, status: int, seconds: float) -> None:
+        latency.labels(method, route).observe(seconds)
+        requests.labels(method, route, str(status)).inc()
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return observe
+
+
+def _solve_pool(settings: Settings) -> Any:
+    """Worker processes for the solve lane, when asked for and the store is reachable by URL."""
+    from sqlalchemy.engine import make_url
+
+    if settings.solve_processes < 1:
+        return None
+    url = settings.db_url
+    if url is not None and make_url(url).get_backend_name() == "sqlite" and make_url(url).database in (
+        None, "", ":memory:"
+    ):
+        return None  # each process would see its own empty in-memory database
+    from service.api.workers import SolvePool
+
+    return SolvePool(settings, settings.solve_processes)
+
+
+class GpucostApp(FastAPI):
+    """FastAPI with ``GuardMiddleware`` outside everything, Starlette's error middleware included,
+    so that every response, a 500 too, carries its ``X-Request-ID``."""
+
+    guard_options: dict[str, Any]
+
+    def build_middleware_stack(self) -> Any:
+        return GuardMiddleware(super().build_middleware_stack(), **self.guard_options)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -120,9 +150,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             from service.scheduler import start_scheduler, stop_scheduler
 
             handle = start_scheduler(settings, get_store_for(app))
+        pool = app.state.solve_pool
+        if pool is not None:
+            import anyio
+
+            try:
+                await anyio.to_thread.run_sync(pool.warm)
+            except Exception as exc:  # noqa: BLE001 - a damaged store must not stop the server: /readyz says it
+                logger.warning("solve workers could not open the price store yet: %s", exc)
         try:
             yield
         finally:
+            if pool is not None:
+                pool.close()
             if handle is not None:
                 stop_scheduler(handle)
             # The store this app opened is this app's to close (pooled connections included).
@@ -131,7 +171,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 store.close()
                 app.state.store = None
 
-    app = FastAPI(
+    if settings.refresh_cron:
+        from service.scheduler import parse_cron
+
+        parse_cron(settings.refresh_cron)  # a bad expression stops start-up, naming the variable
+
+    app = GpucostApp(
         title="gpucost",
         version="0.1.0",
         description="Rent cloud GPU hours or buy a card? Estimates, sourced prices and an ILP decision.",
@@ -139,8 +184,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.store = None
+    # Read the price book and rates now: a missing or invalid file stops the server from starting.
+    app.state.price_view = settings.price_view()
     _install_error_handlers(app)
-    _install_metrics(app)
+    observe = _install_metrics(app)
+    app.state.limits = Limits.from_settings(settings)
+    app.state.answer_cache = AnswerCache() if settings.answer_cache else None
+
+    def store_version() -> str | None:
+        store = app.state.store
+        return None if store is None else str(store.snapshot_id())
+
+    app.state.solve_pool = _solve_pool(settings)
+
+    def solve_pool() -> Any:
+        # Only while the store is the one the workers open too (a test may hand the app its own).
+        store = app.state.store
+        return app.state.solve_pool if store is not None and getattr(app.state, "store_by_url", False) else None
+
+    app.guard_options = {
+        "limits": app.state.limits, "max_body_bytes": settings.max_body_bytes, "observe": observe,
+        "cache": app.state.answer_cache, "store_version": store_version, "solve_pool": solve_pool,
+    }
     for name in ROUTE_MODULES:
         module = importlib.import_module(f"service.api.routes.{name}")
         app.include_router(module.router)

@@ -29,6 +29,10 @@ def get_store_for(app: Any) -> PriceStore:
 
         store = open_store(app.state.settings.db_url)
         app.state.store = store
+        app.state.store_by_url = True  # worker processes can open this very store
+    view = getattr(app.state, "price_view", None)
+    if view is not None and store.price_view is not view:
+        store.price_view = view  # also a store handed in from outside answers with the book
     return store  # type: ignore[no-any-return]
 
 
@@ -42,6 +46,20 @@ StoreDep = Annotated[Any, Depends(get_store)]
 _bearer = HTTPBearer(auto_error=False)
 
 
+def token_matches(given: str, expected: str) -> bool:
+    """Constant-time comparison of a header's token with the configured one.
+
+    ``compare_digest`` raises on ``str`` with non-ASCII characters, so bytes are compared: the
+    server decoded the header's raw bytes as Latin-1, so encoding it back gives them exactly, and
+    a token set in the environment is compared as its UTF-8 bytes, which is what a client sends.
+    """
+    try:
+        raw = given.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = given.encode("utf-8", "surrogateescape")
+    return secrets.compare_digest(raw, expected.encode("utf-8"))
+
+
 def require_admin(
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -50,8 +68,13 @@ def require_admin(
     token = settings.admin_token
     if not token:
         raise HTTPException(status_code=403, detail="admin endpoints are disabled (GPUCOST_ADMIN_TOKEN unset)")
-    if credentials is None or not secrets.compare_digest(credentials.credentials, token):
-        raise HTTPException(status_code=403, detail="invalid or missing admin token")
+    if credentials is None:
+        raise HTTPException(
+            status_code=401, detail="admin token required (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if not token_matches(credentials.credentials, token):
+        raise HTTPException(status_code=403, detail="invalid admin token")
 
 
 AdminDep = Annotated[None, Depends(require_admin)]

@@ -50,6 +50,12 @@ def _status_table(doc: dict[str, Any]) -> None:
             "[red]stale[/red]" if p["stale"] else "[green]fresh[/green]",
         )
     console.print(table)
+    lease = doc.get("lease")
+    if lease and lease["alive"]:
+        console.print(f"refresh running: {lease['holder']} since {str(lease['acquired_at'])[:19]}")
+    for run in doc.get("runs", []):
+        if run["status"] == "aborted":
+            console.print(f"aborted refresh of {run['source']} started {str(run['started_at'])[:19]} by {run['holder']}")
 
 
 def _history_table(doc: dict[str, Any]) -> None:
@@ -149,7 +155,7 @@ def register(app: typer.Typer) -> None:
         count: Annotated[float | None, typer.Option("--count", help="GPUs per instance")] = None,
         provider: Annotated[str | None, typer.Option(help="comma-separated, e.g. aws,gcp")] = None,
         region: Annotated[str | None, typer.Option(help="comma-separated regions")] = None,
-        spot: Annotated[bool, typer.Option("--spot", help="rank by spot price")] = False,
+        spot: Annotated[bool, typer.Option("--spot/--no-spot", help="rank by spot price")] = False,
         max_hourly: Annotated[float | None, typer.Option(min=0, help="USD per instance-hour")] = None,
         limit: Annotated[int | None, typer.Option(min=1)] = None,
         as_json: JsonOpt = False,
@@ -173,7 +179,9 @@ def register(app: typer.Typer) -> None:
     @prices.command("refresh")
     def refresh_cmd(
         provider: Annotated[str | None, typer.Option(help="comma-separated sources; default all")] = None,
-        force: Annotated[bool, typer.Option("--force", help="accept a >50% drop in rows")] = False,
+        force: Annotated[
+            bool, typer.Option("--force", help="accept a >50% drop in rows of the --provider sources named")
+        ] = False,
         as_json: JsonOpt = False,
     ) -> None:
         """Fetch prices from the providers' APIs (for cron or a Kubernetes CronJob)."""
@@ -198,12 +206,16 @@ def register(app: typer.Typer) -> None:
     @prices.command("status")
     def status_cmd(as_json: JsonOpt = False) -> None:
         """Rows, as-of date, last attempt and error, and staleness per provider."""
-        from service.schemas import PricesStatus
+        from service.api.routes.prices import prices_status_doc
         from service.settings import get_settings
 
         store = open_store_from_settings()
-        doc = PricesStatus(providers=store.status(get_settings().stale_after_days))
+        doc = prices_status_doc(store, get_settings().stale_after_days)
         emit(doc, as_json, lambda d: _status_table(d.model_dump(mode="json")))
+        if doc.problems:
+            for problem in doc.problems:
+                err_console.print(f"damaged store: {problem}", markup=False, highlight=False)
+            raise typer.Exit(1)
 
     @prices.command("history")
     def history_cmd(

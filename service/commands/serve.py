@@ -1,8 +1,14 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
+
+import sys
 
 import typer
+
+from optimizer.errors import InvalidInput
+
+SWITCH_INTERVAL_S = 0.0005
 
 
 def register(app: typer.Typer) -> None:
@@ -11,8 +17,34 @@ def register(app: typer.Typer) -> None:
         host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
         port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
         workers: Annotated[int, typer.Option(min=1, max=64)] = 1,
+        log_format: Annotated[
+            str, typer.Option("--log-format", help="text, or json: one JSON object per line")
+        ] = "text",
+        log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning, error")] = "info",
     ) -> None:
         """Start the HTTP API."""
         import uvicorn
 
-        uvicorn.run("service.api.asgi:app", host=host, port=port, workers=workers, log_level="info")
+        from service.logs import logging_config
+        from service.settings import get_settings
+
+        if log_format not in ("text", "json"):
+            raise InvalidInput("log_format", f"must be text or json (got {log_format!r})")
+        if log_level.lower() not in ("debug", "info", "warning", "error"):
+            raise InvalidInput("log_level", f"must be debug, info, warning or error (got {log_level!r})")
+        fmt: Literal["text", "json"] = "json" if log_format == "json" else "text"
+        settings = get_settings()
+        if settings.refresh_cron:
+            from service.scheduler import parse_cron
+
+            parse_cron(settings.refresh_cron)  # fails here, naming GPUCOST_REFRESH_CRON, not in a worker
+        # Expensive requests run on worker threads and hold the GIL while they compute; a short
+        # switch interval hands it back to the event loop sooner, so /healthz, /readyz and cache
+        # hits are not queued behind a plan's Python loops (5 ms is CPython's default).
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        uvicorn.run(
+            "service.api.asgi:app", host=host, port=port, workers=workers,
+            log_config=logging_config(fmt, log_level.upper()), log_level=log_level.lower(),
+            # Our middleware logs each request with its id and duration; uvicorn's line would repeat it.
+            access_log=False,
+        )

@@ -64,7 +64,7 @@ def test_status_reports_freshness_per_provider(client: TestClient) -> None:
 
 
 def test_refresh_is_admin_only(client: TestClient) -> None:
-    assert client.post("/v1/prices/refresh").status_code == 403
+    assert client.post("/v1/prices/refresh").status_code == 401
     assert client.post("/v1/prices/refresh", headers={"Authorization": "Bearer wrong"}).status_code == 403
     r = client.post("/v1/prices/refresh", headers=AUTH, json={"providers": ["no-such-cloud"]})
     assert r.status_code == 422

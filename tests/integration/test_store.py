@@ -46,7 +46,7 @@ def _by_key(offers: list[Offer]) -> dict[tuple[str, str, str, str], dict[str, ob
 
 def test_new_store_is_migrated_and_seeded_from_the_bundle(store: PriceStore) -> None:
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0001"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0002"
     bundled = load_bundled()
     assert _by_key(store.all_offers()) == _by_key(bundled.offers)
     assert [b.id for b in store.local_builds()] == sorted(b.id for b in bundled.builds)

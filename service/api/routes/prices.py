@@ -9,9 +9,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.estimator.gpus import canonical_gpu
-from pricing.refresh import RefreshResult, refresh_exclusive
+from pricing.refresh import REFRESH_LEASE, RefreshResult, refresh_exclusive
 from service.api.deps import AdminDep, SettingsDep, StoreDep
-from service.schemas import OffersResponse, PricesStatus
+from service.schemas import LeaseStatus, OffersResponse, PricesStatus, RefreshRun
 
 router = APIRouter(tags=["prices"])
 
@@ -44,30 +44,67 @@ def list_offers(
     return OffersResponse(offers=offers)
 
 
+def prices_status_doc(store: Any, stale_after_days: float) -> PricesStatus:
+    """Per-provider freshness, the refresh lease, the latest runs and any damage found.
+
+    A damaged store still answers: ``problems`` says which table, and the rest is filled in as far
+    as the store can be read."""
+    problems = store.problems()
+    if problems:
+        return PricesStatus(providers=[], problems=problems)
+    lease = store.lease_info(REFRESH_LEASE)
+    return PricesStatus(
+        providers=store.status(stale_after_days),
+        lease=None if lease is None else LeaseStatus(
+            holder=lease.holder, acquired_at=lease.acquired_at, heartbeat_at=lease.heartbeat_at,
+            expires_at=lease.expires_at, alive=lease.alive(),
+        ),
+        runs=[RefreshRun.model_validate(r) for r in store.refresh_runs(limit=20)],
+    )
+
+
 @router.get("/v1/prices/status", response_model=PricesStatus)
 def prices_status(store: StoreDep, settings: SettingsDep) -> PricesStatus:
-    return PricesStatus(providers=store.status(settings.stale_after_days))
+    return prices_status_doc(store, settings.stale_after_days)
+
+
+ProviderName = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class RefreshRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    providers: Annotated[list[str], Field(max_length=50)] | None = None
-    force: bool = False
+    providers: Annotated[list[ProviderName], Field(max_length=50)] | None = None
+    force: bool | Annotated[list[ProviderName], Field(max_length=50)] = Field(
+        default=False,
+        description="providers (or sources) whose shrink by more than half is deliberate; true means "
+        "the providers named in this request. Never lets a provider be emptied.",
+    )
 
 
 class RefreshResponse(BaseModel):
     results: list[RefreshResult]
 
 
-@router.post("/v1/prices/refresh", response_model=RefreshResponse)
+@router.post(
+    "/v1/prices/refresh",
+    response_model=RefreshResponse,
+    responses={401: {"description": "no admin token"}, 403: {"description": "wrong token or admin disabled"},
+               409: {"description": "another refresh holds the lease"}},
+)
 def prices_refresh(
-    _: AdminDep, store: StoreDep, settings: SettingsDep, request: RefreshRequest | None = None
+    _: AdminDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    request: RefreshRequest | None = None,
+    provider: Annotated[
+        list[str] | None, Query(max_length=500, description="comma-separated sources to refresh")
+    ] = None,
 ) -> RefreshResponse:
+    """Run the price sources (``?provider=`` or the body's ``providers``; default all)."""
     request = request or RefreshRequest()
-    results = refresh_exclusive(
-        store, settings.source_settings(), providers=request.providers, force=request.force
-    )
+    providers = list(dict.fromkeys([*(split_csv(provider) or []), *(request.providers or [])])) or None
+    results = refresh_exclusive(store, settings.source_settings(), providers=providers, force=request.force)
     return RefreshResponse(results=results)
 
 

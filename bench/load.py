@@ -1,0 +1,297 @@
+"""Load on a real ``gpucost serve`` over loopback: throughput, p50, p99, errors, and quote ÷ healthz.
+
+    .venv/bin/python bench/load.py [--clients 1,4,16,64] [--seconds 15] [--distinct] [--big-plan 300]
+
+Starts ``gpucost serve`` on 127.0.0.1 (a free port) over a fresh SQLite store holding the bundled
+catalog, waits for ``/readyz``, then for each client count runs that many client threads for
+``--seconds``, each sending the mix quotes 80 %, offers 15 %, plans 5 % back to back on its own
+keep-alive connection. One more thread probes ``/healthz`` every 20 ms during the same window: the
+baseline of the ratio, measured on the same server under the same load.
+
+Quotes come from a pool of 24 workloads (presets x methods x amounts); ``--distinct`` makes
+every quote unique instead (a new token count each time), so none is answered from the answer
+cache: the honest figure for a workload nobody asked before. ``--big-plan N`` then sends one
+N-job plan and probes ``/healthz`` until it is answered, printing the slowest probe.
+
+Errors are 5xx answers and failed connections; 429 (admission refused) is counted apart. Every
+request loop is bounded in time; nothing leaves the loopback interface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+MODELS = ["gpt2", "qwen2.5-0.5b", "qwen2.5-1.5b", "llama-3-8b", "mistral-7b", "bert-base"]
+METHODS = ["full", "lora", "qlora"]
+TOKENS = [1e7, 1e8, 1e9]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server(env_extra: dict[str, str] | None = None, args: list[str] | None = None,
+           log_path: Path | None = None) -> Iterator[str]:
+    """A ``gpucost serve`` subprocess on loopback; yields its base URL once ``/readyz`` is 200."""
+    port = free_port()
+    tmp = Path(tempfile.mkdtemp(prefix="gpucost-load-"))
+    env = {
+        **os.environ, "GPUCOST_DB_URL": f"sqlite:///{tmp / 'prices.sqlite'}",
+        # No cloud SDK may look for credentials off this machine.
+        "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true",
+        **(env_extra or {}),
+    }
+    log = open(log_path or tmp / "server.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", HOST, "--port", str(port), *(args or [])],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://{HOST}:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"gpucost serve exited with {proc.returncode}; see {log.name}")
+            try:
+                status, _ = request(port, "GET", "/readyz", timeout=5)
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("gpucost serve did not become ready within 120 s")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def request(port: int, method: str, path: str, body: Any = None, timeout: float = 120,
+            headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        return _send(conn, method, path, body, headers)
+    finally:
+        conn.close()
+
+
+def _send(conn: http.client.HTTPConnection, method: str, path: str, body: Any = None,
+          headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    hdrs = {"content-type": "application/json", **(headers or {})} if data is not None else dict(headers or {})
+    conn.request(method, path, body=data, headers=hdrs)
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def quote_body(rng: random.Random, distinct: bool) -> dict[str, Any]:
+    i = rng.randrange(24)
+    tokens = TOKENS[i % 3] if not distinct else rng.uniform(1e7, 1e9)
+    return {"workload": {"model": MODELS[i % 6], "method": METHODS[(i // 6) % 3], "tokens": tokens}}
+
+
+def plan_body(rng: random.Random) -> dict[str, Any]:
+    return {"jobs": [
+        {"name": f"job-{j}", "workload": {"model": rng.choice(MODELS), "method": rng.choice(METHODS),
+                                          "tokens": rng.choice(TOKENS)}, "runs_per_month": rng.randint(1, 8)}
+        for j in range(3)
+    ], "horizon_months": 12}
+
+
+OFFER_PATHS = ["/v1/offers?gpu=A100&limit=20", "/v1/offers?gpu=H100&gpu_count=8&limit=10",
+               "/v1/offers?gpu=RTX4090&limit=20", "/v1/offers?gpu=T4&spot=true&limit=20"]
+
+
+@dataclass
+class Tally:
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    errors: int = 0
+    refused: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, kind: str, seconds: float, status: int) -> None:
+        with self.lock:
+            if status >= 500 or status == 0:
+                self.errors += 1
+            elif status == 429:
+                self.refused += 1
+            else:
+                self.latencies.setdefault(kind, []).append(seconds)
+
+
+def _client(port: int, seconds: float, seed: int, distinct: bool, tally: Tally) -> None:
+    rng = random.Random(seed)
+    conn = http.client.HTTPConnection(HOST, port, timeout=120)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        roll = rng.random()
+        if roll < 0.80:
+            kind, method, path, body = "quote", "POST", "/v1/quote", quote_body(rng, distinct)
+        elif roll < 0.95:
+            kind, method, path, body = "offers", "GET", rng.choice(OFFER_PATHS), None
+        else:
+            kind, method, path, body = "plan", "POST", "/v1/plan", plan_body(rng)
+        started = time.perf_counter()
+        try:
+            status, _ = _send(conn, method, path, body)
+        except (OSError, http.client.HTTPException):
+            status = 0
+            conn.close()
+            conn = http.client.HTTPConnection(HOST, port, timeout=120)
+        tally.add(kind, time.perf_counter() - started, status)
+    conn.close()
+
+
+def _prober(port: int, stop: threading.Event, tally: Tally, every_s: float = 0.02) -> None:
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            status, _ = _send(conn, "GET", "/healthz")
+        except (OSError, http.client.HTTPException):
+            status = 0
+            conn.close()
+            conn = http.client.HTTPConnection(HOST, port, timeout=30)
+        tally.add("healthz", time.perf_counter() - started, status)
+        stop.wait(every_s)
+    conn.close()
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_level(port: int, clients: int, seconds: float, distinct: bool, seed: int = 0) -> dict[str, Any]:
+    tally = Tally()
+    stop = threading.Event()
+    probe = threading.Thread(target=_prober, args=(port, stop, tally))
+    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally)) for i in range(clients)]
+    started = time.perf_counter()
+    probe.start()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(seconds + 300)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    probe.join(30)
+    lat = tally.latencies
+    served = sum(len(v) for k, v in lat.items() if k != "healthz")
+    out: dict[str, Any] = {
+        "clients": clients, "seconds": round(elapsed, 1), "requests": served,
+        "throughput_rps": round(served / elapsed, 1), "errors": tally.errors, "refused_429": tally.refused,
+    }
+    for kind in ("quote", "offers", "plan", "healthz"):
+        out[f"{kind}_n"] = len(lat.get(kind, []))
+        out[f"{kind}_p50_ms"] = round(pct(lat.get(kind, []), 0.50) * 1000, 2)
+        out[f"{kind}_p99_ms"] = round(pct(lat.get(kind, []), 0.99) * 1000, 2)
+    out["quote_over_healthz_p50"] = round(out["quote_p50_ms"] / out["healthz_p50_ms"], 2)
+    return out
+
+
+def big_plan(port: int, jobs: int) -> dict[str, Any]:
+    body = {"jobs": [
+        {"name": f"job-{j}", "workload": {"model": MODELS[j % 6], "method": METHODS[j % 3],
+                                          "tokens": 1e7 * (1 + j % 11)}, "runs_per_month": 1 + j % 4}
+        for j in range(jobs)
+    ], "horizon_months": 12, "time_limit_s": 600}
+    result: dict[str, Any] = {}
+
+    def send() -> None:
+        started = time.perf_counter()
+        status, data = request(port, "POST", "/v1/plan", body, timeout=600)
+        result.update(status=status, seconds=round(time.perf_counter() - started, 2),
+                      detail=(json.loads(data).get("detail") if status != 200 else None))
+
+    sender = threading.Thread(target=send)
+    tally = Tally()
+    stop = threading.Event()
+    sender.start()
+    probe = threading.Thread(target=_prober, args=(port, stop, tally, 0.05))
+    probe.start()
+    sender.join(660)
+    stop.set()
+    probe.join(30)
+    health = tally.latencies.get("healthz", [])
+    return {
+        "jobs": jobs, "plan_status": result.get("status"), "plan_seconds": result.get("seconds"),
+        "plan_detail": result.get("detail"), "healthz_probes": len(health), "healthz_errors": tally.errors,
+        "healthz_p50_ms": round(pct(health, 0.5) * 1000, 2), "healthz_max_ms": round(max(health, default=0) * 1000, 2),
+    }
+
+
+COLUMNS = ["clients", "throughput_rps", "quote_p50_ms", "quote_p99_ms", "offers_p50_ms", "offers_p99_ms",
+           "plan_p50_ms", "plan_p99_ms", "healthz_p50_ms", "healthz_p99_ms", "quote_over_healthz_p50",
+           "errors", "refused_429"]
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clients", default="1,4,16,64")
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--distinct", action="store_true", help="every quote unique (no answer-cache hits)")
+    ap.add_argument("--big-plan", type=int, default=0, help="then one plan of this many jobs")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    levels = [int(c) for c in args.clients.split(",") if c.strip()]
+    with server() as base:
+        port = int(base.rsplit(":", 1)[1])
+        # Warm up: the store's memo, the offer index and the estimator caches.
+        rng = random.Random(99)
+        for _ in range(30):
+            request(port, "POST", "/v1/quote", quote_body(rng, args.distinct))
+        rows = [run_level(port, n, args.seconds, args.distinct, seed=100 * n) for n in levels]
+        plan_row = big_plan(port, args.big_plan) if args.big_plan else None
+    if args.json:
+        print(json.dumps({"levels": rows, "big_plan": plan_row, "distinct": args.distinct}))
+        return
+    mode = "distinct quotes (no cache hits)" if args.distinct else "quotes from a pool of 24 workloads"
+    print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {mode}, "
+          f"{args.seconds:g} s per level; latencies in ms")
+    print(markdown(rows))
+    for r in rows:
+        verdict = "<= 3" if r["quote_over_healthz_p50"] <= 3 else "> 3"
+        print(f"{r['clients']:>3} clients: quote p50 / healthz p50 = {r['quote_over_healthz_p50']} ({verdict}), "
+              f"errors {r['errors']}, 429 {r['refused_429']}")
+    if plan_row:
+        print(f"one {plan_row['jobs']}-job plan: status {plan_row['plan_status']} after {plan_row['plan_seconds']} s; "
+              f"{plan_row['healthz_probes']} healthz probes meanwhile, p50 {plan_row['healthz_p50_ms']} ms, "
+              f"slowest {plan_row['healthz_max_ms']} ms, errors {plan_row['healthz_errors']}")
+
+
+if __name__ == "__main__":
+    main()

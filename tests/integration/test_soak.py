@@ -1,0 +1,64 @@
+"""The one-minute soak in CI: a real server on loopback, steady load, a scheduled refresh of new
+prices, JSON logs; and the server's start-up refusing a bad cron line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from service.cli import app as cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_one_minute_soak_with_a_refresh_has_no_errors() -> None:
+    env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
+    env = {k: v for k, v in env.items() if not k.startswith("GPUCOST_")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "soak.py"), "--minutes", "1", "--clients", "2", "--json"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["errors"] == 0 and result["requests"] > 0
+    # The scheduler's outcome and each provider's refresh reached the server's JSON log.
+    assert result["scheduled_refreshes"] >= 1 and result["providers_updated"] >= 1
+    assert result["aborted_runs"] == 0 and result["problems"] == []
+    assert done.returncode == 0 and result["ok"]
+    first = json.loads(Path(result["log"]).read_text(encoding="utf-8").splitlines()[0])
+    assert {"ts", "level", "logger", "message", "request_id"} <= set(first)
+
+
+def test_a_bad_cron_line_stops_serve_naming_the_variable() -> None:
+    result = CliRunner().invoke(cli, ["serve"], env={"GPUCOST_REFRESH_CRON": "not a cron"})
+    assert result.exit_code == 2
+    assert "GPUCOST_REFRESH_CRON" in result.output and "Traceback" not in result.output
+
+
+def test_a_bad_cron_line_stops_the_app_too() -> None:
+    import pytest
+
+    from optimizer.errors import InvalidInput
+    from service.api.app import create_app
+    from service.settings import Settings
+
+    with pytest.raises(InvalidInput, match="GPUCOST_REFRESH_CRON"):
+        create_app(Settings(refresh_cron="61 * * * *"))
+
+
+def test_the_load_bench_runs_against_a_real_server() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "load.py"), "--clients", "1,4", "--seconds", "3", "--json"],
+        cwd=REPO, env={**env, "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"},
+        capture_output=True, text=True, timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    levels = json.loads(done.stdout.strip().splitlines()[-1])["levels"]
+    assert [lv["clients"] for lv in levels] == [1, 4]
+    for lv in levels:
+        assert lv["errors"] == 0 and lv["quote_n"] > 0 and lv["healthz_n"] > 0
