@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from optimizer.breakeven import BreakevenResult, breakeven
+from optimizer.candidates.offer_groups import OfferView, index_for, merge_rejected
 from optimizer.errors import ProviderError
 from optimizer.estimator.estimate import estimate
-from optimizer.frontier import FrontierResult, frontier
-from optimizer.plan import PlanResult, plan
-from optimizer.quote import quote
-from optimizer.recommend import RecommendResult, recommend
+from optimizer.estimator.workload import Constraints
+from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
+from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
+from pricing.electricity import resolve_usd_per_kwh
 from pricing.offer import Part
 from service.schemas import (
     BreakevenRequest,
@@ -27,45 +27,113 @@ from service.schemas import (
     QuoteRequest,
     RecommendRequest,
 )
+from service.api.limits import guarded_estimator, solve_budget_s
 from service.settings import Settings
 
+# plan() solves up to three times: the plan, all-cloud and all-local baselines.
+PLAN_SOLVES = 3
+
 if TYPE_CHECKING:
+    from optimizer.breakeven import BreakevenResult
+    from optimizer.frontier import FrontierResult
+    from optimizer.plan import PlanResult
+    from optimizer.recommend import RecommendResult
     from pricing.store.repository import PriceStore
+
+# The planner, break-even, frontier and recommender (and the worker pool the heavy ones may run
+# in) are imported by the answers that use them: a CLI quote starts without them.
 
 
 def estimate_answer(req: EstimateRequest) -> Estimate:
-    return estimate(req.workload, req.gpu, req.gpu_count)
+    # A person asking about one GPU wants to hear what would make the job fit when it does not.
+    return estimate(req.workload, req.gpu, req.gpu_count, suggest=True)
+
+
+def offer_view(store: PriceStore, constraints: Constraints, snapshot_id: str | None = None) -> OfferView:
+    """The offers a decision under ``constraints`` must look at: dominated ones set aside, once per
+    snapshot (``optimizer.candidates.offer_groups``); the cheapest answer is the same as on all."""
+    sid = snapshot_id or store.snapshot_id()
+    return index_for(sid, store.all_offers).view(constraints)
+
+
+def _stale_after_days(store: PriceStore) -> float:
+    view = getattr(store, "price_view", None)
+    return view.stale_after_days if view is not None else DEFAULT_STALE_AFTER_DAYS
+
+
+def _powered(constraints: Constraints) -> Constraints:
+    """Constraints with ``electricity_region`` turned into its bundled price (an explicit
+    ``electricity_usd_per_kwh`` wins), so every local cost uses it."""
+    kwh = resolve_usd_per_kwh(constraints.electricity_usd_per_kwh, constraints.electricity_region,
+                              "constraints.electricity_region")
+    if kwh == constraints.electricity_usd_per_kwh:
+        return constraints
+    return constraints.model_copy(update={"electricity_usd_per_kwh": kwh})
 
 
 def quote_answer(req: QuoteRequest, store: PriceStore) -> Quote:
-    return quote(
-        req.workload, req.constraints, store.all_offers(), store.local_builds(),
-        runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
+    req = req.model_copy(update={"constraints": _powered(req.constraints)})
+    sid = store.snapshot_id()
+    view = offer_view(store, req.constraints, sid)
+    # Without local builds asked for, their store read is skipped (a query per request).
+    builds = store.local_builds() if req.constraints.include_local else []
+    q = quote(
+        req.workload, req.constraints, view.offers, builds,
+        runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=sid,
+        price_reference=view.catalog, stale_after_days=_stale_after_days(store),
+        estimator=guarded_estimator(estimate), time_limit_s=solve_budget_s(DEFAULT_TIME_LIMIT_S, 1),
     )
+    # Every offer stays accounted for: what the view set aside is listed with its reason.
+    q.rejected = merge_rejected(q.rejected, view.left_out)
+    if q.estimate is not None:
+        q.estimate.update(offers_total=view.total, offers_considered=len(view.offers))
+    return q
 
 
 def frontier_answer(req: QuoteRequest, store: PriceStore) -> FrontierResult:
+    from optimizer.frontier import frontier
+    from service.api.workers import offloaded
+
+    done, answer = offloaded("frontier", req)
+    if done:
+        return answer  # type: ignore[no-any-return]
+    req = req.model_copy(update={"constraints": _powered(req.constraints)})
+    sid = store.snapshot_id()
     return frontier(
-        req.workload, req.constraints, store.all_offers(), store.local_builds(), runs=req.runs,
-        prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
+        req.workload, req.constraints, offer_view(store, req.constraints, sid).offers, store.local_builds(),
+        runs=req.runs, prices_as_of=store.prices_as_of(), snapshot_id=sid,
+        estimator=guarded_estimator(estimate),
     )
 
 
 def breakeven_answer(req: BreakevenRequest, store: PriceStore) -> BreakevenResult:
+    from optimizer.breakeven import breakeven
+
     builds = [store.local_build(req.buy.build)] if req.buy.build else store.local_builds()
     return breakeven(
         req.workload, req.rent, req.buy, store.all_offers(), builds,
         runs_per_month=req.runs_per_month, horizon_months=req.horizon_months,
-        electricity_usd_per_kwh=req.electricity_usd_per_kwh,
+        electricity_usd_per_kwh=resolve_usd_per_kwh(req.electricity_usd_per_kwh, req.electricity_region),
         prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
+        estimator=guarded_estimator(estimate),
     )
 
 
 def plan_answer(req: PlanRequest, store: PriceStore) -> PlanResult:
+    from optimizer.plan import plan
+    from service.api.workers import offloaded
+
+    done, answer = offloaded("plan", req)
+    if done:
+        return answer  # type: ignore[no-any-return]
+    req = req.model_copy(update={"constraints": _powered(req.constraints)})
+    sid = store.snapshot_id()
     return plan(
-        req.jobs, req.horizon_months, req.constraints, store.all_offers(), store.local_builds(),
-        capex_budget_usd=req.capex_budget_usd, prices_as_of=store.prices_as_of(),
-        snapshot_id=store.snapshot_id(), time_limit_s=req.time_limit_s,
+        req.jobs, req.horizon_months, req.constraints, offer_view(store, req.constraints, sid).offers,
+        store.local_builds(), capex_budget_usd=req.capex_budget_usd, prices_as_of=store.prices_as_of(),
+        snapshot_id=sid, estimator=guarded_estimator(estimate),
+        # One limit for the whole request: the plan, all-cloud and all-local solves share it.
+        time_limit_s=solve_budget_s(req.time_limit_s, PLAN_SOLVES),
     )
 
 
@@ -84,8 +152,16 @@ def parts_catalog(settings: Settings) -> list[Part]:
 
 
 def recommend_answer(req: RecommendRequest, store: PriceStore, settings: Settings) -> RecommendResult:
+    from optimizer.recommend import recommend
+    from service.api.workers import offloaded
+
+    done, answer = offloaded("recommend", req)
+    if done:
+        return answer  # type: ignore[no-any-return]
     return recommend(
         req.workload, store.local_builds(), store.all_offers(), parts=parts_catalog(settings),
         budget_usd=req.budget_usd, deadline_hours=req.deadline_hours, runs_per_month=req.runs_per_month,
+        electricity_usd_per_kwh=resolve_usd_per_kwh(req.electricity_usd_per_kwh, req.electricity_region),
         prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
+        estimator=guarded_estimator(estimate),
     )

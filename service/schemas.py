@@ -22,6 +22,7 @@ from optimizer.results import (
 )
 from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
+from pricing.status import ProviderStatus
 
 __all__ = [
     "BreakevenRequest",
@@ -31,6 +32,7 @@ __all__ = [
     "EstimateRequest",
     "HostNeeds",
     "JobSpec",
+    "LeaseStatus",
     "LocalBuild",
     "MemoryBreakdown",
     "Offer",
@@ -42,6 +44,7 @@ __all__ = [
     "Quote",
     "QuoteRequest",
     "RecommendRequest",
+    "RefreshRun",
     "RejectedGroup",
     "RentTarget",
     "SolverInfo",
@@ -49,11 +52,14 @@ __all__ = [
 ]
 
 
+MAX_PLAN_JOBS = 500
+
+
 class EstimateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workload: Workload
-    gpu: str = "A100-80GB"
+    gpu: Annotated[str, Field(min_length=1, max_length=100)] = "A100-80GB"
     gpu_count: Annotated[int, Field(ge=1, le=4096)] = 1
 
 
@@ -71,10 +77,10 @@ class RentTarget(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu: str | None = None
-    provider: str | None = None
-    instance_type: str | None = None
-    region: str | None = None
+    gpu: Annotated[str, Field(max_length=100)] | None = None
+    provider: Annotated[str, Field(max_length=100)] | None = None
+    instance_type: Annotated[str, Field(max_length=200)] | None = None
+    region: Annotated[str, Field(max_length=100)] | None = None
     spot: bool = False
 
     @model_validator(mode="after")
@@ -89,8 +95,8 @@ class RentTarget(BaseModel):
 class BuyTarget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gpu: str | None = None
-    build: str | None = None
+    gpu: Annotated[str, Field(max_length=100)] | None = None
+    build: Annotated[str, Field(max_length=200)] | None = None
 
     @model_validator(mode="after")
     def _one_of(self) -> BuyTarget:
@@ -108,6 +114,7 @@ class BreakevenRequest(BaseModel):
     runs_per_month: Annotated[float, Field(gt=0, le=10_000)] = 4
     horizon_months: Annotated[int, Field(ge=1, le=120)] = 36
     electricity_usd_per_kwh: Annotated[float, Field(ge=0, le=10)] | None = None
+    electricity_region: Annotated[str, Field(min_length=1, max_length=64)] | None = None
 
 
 class JobSpec(BaseModel):
@@ -123,7 +130,8 @@ class JobSpec(BaseModel):
 class PlanRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    jobs: Annotated[list[JobSpec], Field(min_length=1, max_length=1000)]
+    # Bounded so one request cannot hold a worker for long (each job is priced on every offer).
+    jobs: Annotated[list[JobSpec], Field(min_length=1, max_length=MAX_PLAN_JOBS)]
     horizon_months: Annotated[int, Field(ge=1, le=120)] = 12
     constraints: Constraints = Field(default_factory=Constraints)
     capex_budget_usd: Annotated[float, Field(ge=0, le=1e12)] | None = None
@@ -145,25 +153,38 @@ class RecommendRequest(BaseModel):
     budget_usd: Annotated[float, Field(gt=0, le=1e9)] | None = None
     deadline_hours: Annotated[float, Field(gt=0, le=100_000)] | None = None
     runs_per_month: Annotated[float, Field(gt=0, le=10_000)] = 4
+    electricity_usd_per_kwh: Annotated[float, Field(ge=0, le=10)] | None = None
+    electricity_region: Annotated[str, Field(min_length=1, max_length=64)] | None = None
 
 
 class OffersResponse(BaseModel):
     offers: list[Offer]
 
 
-class ProviderStatus(BaseModel):
-    provider: str
-    rows: int
-    as_of: datetime | None
-    last_attempt: datetime | None
-    last_error: str | None
-    stale: bool
-    age_hours: float | None = None
-    snapshot_id: str | None = None
+class LeaseStatus(BaseModel):
+    """The refresh lease: who refreshes now, since when, and its last heartbeat."""
+
+    holder: str
+    acquired_at: datetime | None
+    heartbeat_at: datetime | None
+    expires_at: datetime
+    alive: bool
+
+
+class RefreshRun(BaseModel):
+    source: str
+    holder: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: Literal["running", "aborted", "updated", "unchanged", "failed", "skipped"]
+    detail: str | None = None
 
 
 class PricesStatus(BaseModel):
     providers: list[ProviderStatus]
+    lease: LeaseStatus | None = None
+    runs: list[RefreshRun] = Field(default_factory=list, description="latest refresh attempts, newest first")
+    problems: list[str] = Field(default_factory=list, description="damage found in the store; empty when whole")
 
 
 Format = Literal["json", "markdown", "table"]

@@ -104,7 +104,11 @@ def open_store_from_settings() -> PriceStore:
     from pricing.store.repository import open_store
     from service.settings import get_settings
 
-    return open_store(get_settings().db_url)
+    settings = get_settings()
+    view = settings.price_view()  # before opening: a bad price book is an error naming the file
+    store = open_store(settings.db_url)
+    store.price_view = view
+    return store
 
 
 def parse_csv_list(value: str | None) -> list[str] | None:
@@ -112,3 +116,10 @@ def parse_csv_list(value: str | None) -> list[str] | None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     return items or None
+
+
+def output_mode(as_json: bool, markdown: bool) -> str:
+    """``json``, ``markdown`` or ``table``; both output flags at once is a usage error."""
+    if as_json and markdown:
+        raise InvalidInput("--json", "give either --json or --markdown, not both")
+    return "json" if as_json else ("markdown" if markdown else "table")

@@ -1,25 +1,19 @@
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from service.answers import estimate_answer
-from service.commands._common import console, emit
+from service.commands._common import console, emit, output_mode
 from service.commands.workload_flags import (
-    BatchOpt,
-    CkptOpt,
-    MethodOpt,
-    ModelOpt,
-    OptimizerOpt,
-    PrecisionOpt,
-    RankOpt,
+    WORKLOAD_FLAGS,
     RequestOpt,
-    SeqOpt,
-    ShardingOpt,
-    TokensOpt,
     request_from,
+    with_flags,
+    workload_fields,
 )
 from service.schemas import Estimate, EstimateRequest
 
@@ -37,45 +31,41 @@ def render_estimate(est: Estimate) -> None:
     verdict = "[green]fits[/green]" if est.fits else "[red]does not fit[/red]"
     console.print(
         f"{verdict} · params {est.params / 1e9:.2f}B (trainable {est.trainable_params / 1e6:.1f}M) · "
-        f"{est.train_flops:.3g} FLOPs · {est.tokens_per_second:,.0f} tokens/s · MFU {est.mfu:.0%} · "
+        f"{est.train_flops:.3g} FLOPs · {est.tokens_per_second:,.0f} tokens/s "
+        f"({est.samples_per_second:,.1f} samples/s) · MFU {est.mfu:.0%} · "
         f"{est.hours:.2f} h"
     )
     console.print(
         f"host: {est.host.ram_gb:.0f} GB RAM · {est.host.cpu_cores} CPU cores · {est.host.disk_gb:.0f} GB disk"
     )
+    if est.range:
+        lo, hi = est.range["total_per_gpu"]
+        tlo, thi = est.range["tokens_per_second"]
+        console.print(f"range: {lo:.1f}-{hi:.1f} GB per GPU · {tlo:,.0f}-{thi:,.0f} tokens/s")
+    for warning in est.warnings:
+        console.print(f"[red]warning:[/red] {warning}")
     for note in est.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_flags(WORKLOAD_FLAGS)
     def estimate(
+        flags: dict[str, Any],
         request: RequestOpt = None,
         gpu: Annotated[str | None, typer.Option("--gpu", help="GPU name, e.g. A100-80GB, 'rtx 4090'")] = None,
         gpus: Annotated[int | None, typer.Option("--gpus", min=1, max=4096, help="number of GPUs")] = None,
-        model: ModelOpt = None,
-        method: MethodOpt = None,
-        precision: PrecisionOpt = None,
-        optimizer: OptimizerOpt = None,
-        micro_batch_size: BatchOpt = None,
-        seq_len: SeqOpt = None,
-        gradient_checkpointing: CkptOpt = None,
-        sharding: ShardingOpt = None,
-        lora_rank: RankOpt = None,
-        tokens: TokensOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (the /v1/estimate shape)")] = False,
+        markdown: Annotated[bool, typer.Option("--markdown", help="print Markdown")] = False,
     ) -> None:
         """Estimate peak VRAM per GPU, host needs, throughput and hours for one job on one GPU type."""
-        req = request_from(
-            request,
-            EstimateRequest,
-            dict(
-                model=model, method=method, precision=precision, optimizer=optimizer,
-                micro_batch_size=micro_batch_size, seq_len=seq_len,
-                gradient_checkpointing=gradient_checkpointing, sharding=sharding, lora_rank=lora_rank,
-                tokens=tokens,
-            ),
-            {"gpu": gpu, "gpu_count": gpus},
-        )
+        mode = output_mode(as_json, markdown)
+        req = request_from(request, EstimateRequest, workload_fields(flags), {"gpu": gpu, "gpu_count": gpus})
         result = estimate_answer(req)
-        emit(result, as_json, render_estimate)
+        if mode == "markdown":
+            from service.render.markdown import estimate_markdown
+
+            sys.stdout.write(estimate_markdown(result))
+            return
+        emit(result, mode == "json", render_estimate)

@@ -2,24 +2,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from optimizer.frontier import FrontierResult
 from service.answers import frontier_answer
-from service.commands._common import console, emit, open_store_from_settings, write_charts, parse_csv_list
+from service.commands._common import console, emit, open_store_from_settings, output_mode, write_charts
 from service.commands.quote import option_row
 from service.commands.workload_flags import (
-    BatchOpt,
-    CkptOpt,
-    MethodOpt,
-    ModelOpt,
+    CONSTRAINT_FLAGS,
+    WORKLOAD_FLAGS,
     RequestOpt,
-    SeqOpt,
-    TokensOpt,
+    constraint_fields,
     request_from,
+    with_flags,
+    workload_fields,
 )
 from service.schemas import QuoteRequest
 
@@ -38,38 +37,29 @@ def render_frontier(f: FrontierResult) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_flags(WORKLOAD_FLAGS, CONSTRAINT_FLAGS)
     def frontier(
+        flags: dict[str, Any],
         request: RequestOpt = None,
-        model: ModelOpt = None,
-        method: MethodOpt = None,
-        micro_batch_size: BatchOpt = None,
-        seq_len: SeqOpt = None,
-        gradient_checkpointing: CkptOpt = None,
-        tokens: TokensOpt = None,
-        gpu: Annotated[str | None, typer.Option("--gpu", help="only these GPUs (comma-separated)")] = None,
-        spot: Annotated[bool, typer.Option("--spot", help="allow spot capacity")] = False,
-        runs: Annotated[int | None, typer.Option("--runs", min=1)] = None,
+        runs: Annotated[int | None, typer.Option("--runs", min=1, help="runs of the job")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (the /v1/frontier shape)")] = False,
         markdown: Annotated[bool, typer.Option("--markdown", help="print a Markdown table")] = False,
         png: Annotated[Path | None, typer.Option("--png", help="write the chart as PNG")] = None,
         svg: Annotated[Path | None, typer.Option("--svg", help="write the chart as SVG")] = None,
     ) -> None:
         """The Pareto set of (hours, cost) for one job: what a faster answer costs."""
-        constraints = {k: v for k, v in {"gpus": parse_csv_list(gpu), "allow_spot": spot or None}.items() if v is not None}
+        mode = output_mode(as_json, markdown)
         req = request_from(
-            request, QuoteRequest,
-            dict(model=model, method=method, micro_batch_size=micro_batch_size, seq_len=seq_len,
-                 gradient_checkpointing=gradient_checkpointing, tokens=tokens),
-            {"constraints": constraints or None, "runs": runs},
+            request, QuoteRequest, workload_fields(flags), {"constraints": constraint_fields(flags), "runs": runs},
         )
         result = frontier_answer(req, open_store_from_settings())
         if png or svg:
             from service.render.charts import frontier_chart  # matplotlib: only when asked
 
             write_charts(lambda fmt: frontier_chart(result, fmt), png, svg)
-        if markdown and not as_json:
+        if mode == "markdown":
             from service.render.markdown import frontier_markdown
 
             sys.stdout.write(frontier_markdown(result))
             return
-        emit(result, as_json, render_frontier)
+        emit(result, mode == "json", render_frontier)

@@ -2,14 +2,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from optimizer.plan import PlanResult
 from service.answers import plan_answer
-from service.commands._common import console, emit, load_request, open_store_from_settings
+from service.commands._common import (
+    console,
+    emit,
+    load_request,
+    open_store_from_settings,
+    output_mode,
+    parse_request,
+    write_charts,
+)
+from service.commands.workload_flags import CONSTRAINT_FLAGS, constraint_fields, pick, with_flags
 from service.schemas import PlanRequest
 
 
@@ -43,17 +52,42 @@ def render_plan(p: PlanResult) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_flags(pick(CONSTRAINT_FLAGS, "gpu", "provider", "region", "spot", "local", "max_gpus",
+                     "electricity_usd_per_kwh", "electricity_region"))
     def plan(
+        flags: dict[str, Any],
         request: Annotated[Path, typer.Option("--request", "-r", help="plan request JSON file")],
+        horizon_months: Annotated[int | None, typer.Option("--horizon-months", min=1, help="months to plan")] = None,
+        capex_budget: Annotated[
+            float | None, typer.Option("--capex-budget", min=0, help="most to spend on machines, USD")
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (the /v1/plan shape)")] = False,
         markdown: Annotated[bool, typer.Option("--markdown", help="print Markdown")] = False,
+        png: Annotated[Path | None, typer.Option("--png", help="write the monthly-cost chart as PNG")] = None,
+        svg: Annotated[Path | None, typer.Option("--svg", help="write the chart as SVG")] = None,
     ) -> None:
-        """A team's jobs over a horizon: machines to buy and when, where each run goes, cost per month."""
+        """A team's jobs over a horizon: machines to buy and when, where each run goes, cost per month.
+
+        Constraint flags update the request file's constraints.
+        """
+        mode = output_mode(as_json, markdown)
         req = load_request(request, PlanRequest)
+        overrides = {"horizon_months": horizon_months, "capex_budget_usd": capex_budget}
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        constraints = constraint_fields(flags)
+        if constraints or overrides:
+            data = req.model_dump(exclude_unset=True)
+            data["constraints"] = {**data.get("constraints", {}), **constraints}
+            req = parse_request({**data, **overrides}, PlanRequest)
         result = plan_answer(req, open_store_from_settings())
-        if markdown and not as_json:
+        if png or svg:
+            from service.render.charts import plan_chart  # matplotlib: only when asked
+
+            write_charts(lambda fmt: plan_chart(result, fmt), png, svg)
+        if mode == "markdown":
             from service.render.markdown import plan_markdown
 
-            sys.stdout.write(plan_markdown(result))
+            chart = str(png) if png else (str(svg) if svg else None)
+            sys.stdout.write(plan_markdown(result, chart))
             return
-        emit(result, as_json, render_plan)
+        emit(result, mode == "json", render_plan)

@@ -1,23 +1,22 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from optimizer.recommend import RecommendResult
 from service.answers import recommend_answer
-from service.commands._common import console, emit, open_store_from_settings
+from service.commands._common import console, emit, open_store_from_settings, output_mode
 from service.commands.workload_flags import (
-    BatchOpt,
-    CkptOpt,
-    MethodOpt,
-    ModelOpt,
+    CONSTRAINT_FLAGS,
+    WORKLOAD_FLAGS,
     RequestOpt,
-    SeqOpt,
-    TokensOpt,
+    pick,
     request_from,
+    with_flags,
+    workload_fields,
 )
 from service.schemas import RecommendRequest
 from service.settings import get_settings
@@ -54,31 +53,27 @@ def render_recommend(r: RecommendResult) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @with_flags(WORKLOAD_FLAGS, pick(CONSTRAINT_FLAGS, "deadline_hours", "electricity_usd_per_kwh", "electricity_region"))
     def recommend(
+        flags: dict[str, Any],
         request: RequestOpt = None,
-        model: ModelOpt = None,
-        method: MethodOpt = None,
-        micro_batch_size: BatchOpt = None,
-        seq_len: SeqOpt = None,
-        gradient_checkpointing: CkptOpt = None,
-        tokens: TokensOpt = None,
         budget: Annotated[float | None, typer.Option("--budget", help="most the machine may cost, USD")] = None,
-        deadline_hours: Annotated[float | None, typer.Option("--deadline-hours")] = None,
-        runs_per_month: Annotated[float | None, typer.Option("--runs-per-month")] = None,
+        runs_per_month: Annotated[float | None, typer.Option("--runs-per-month", help="the cadence")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (the /v1/recommend shape)")] = False,
         markdown: Annotated[bool, typer.Option("--markdown", help="print Markdown")] = False,
     ) -> None:
         """Which GPU, CPU, RAM and storage to buy for this job (and budget), next to the best rental."""
+        mode = output_mode(as_json, markdown)
         req = request_from(
-            request, RecommendRequest,
-            dict(model=model, method=method, micro_batch_size=micro_batch_size, seq_len=seq_len,
-                 gradient_checkpointing=gradient_checkpointing, tokens=tokens),
-            {"budget_usd": budget, "deadline_hours": deadline_hours, "runs_per_month": runs_per_month},
+            request, RecommendRequest, workload_fields(flags),
+            {"budget_usd": budget, "deadline_hours": flags.get("deadline_hours"), "runs_per_month": runs_per_month,
+             "electricity_usd_per_kwh": flags.get("electricity_usd_per_kwh"),
+             "electricity_region": flags.get("electricity_region")},
         )
         result = recommend_answer(req, open_store_from_settings(), get_settings())
-        if markdown and not as_json:
+        if mode == "markdown":
             from service.render.markdown import recommend_markdown
 
             sys.stdout.write(recommend_markdown(result))
             return
-        emit(result, as_json, render_recommend)
+        emit(result, mode == "json", render_recommend)

@@ -10,7 +10,7 @@ from optimizer.breakeven import BreakevenResult
 from optimizer.frontier import FrontierResult
 from optimizer.plan import PlanResult
 from optimizer.recommend import BuildRecommendation, RecommendResult
-from optimizer.results import Option, Quote, RejectedGroup, SolverInfo
+from optimizer.results import Estimate, Option, Quote, RejectedGroup, SolverInfo
 
 
 def _cell(v: object) -> str:
@@ -50,9 +50,29 @@ def _gpus(o: Option) -> str:
 
 
 def solver_line(s: SolverInfo) -> str:
+    # No solve time: the same request must give the same text, so a pasted quote diffs cleanly.
     gap = f", gap {s.gap:.2%}" if s.gap is not None else ""
     limit = f", limit {s.time_limit_s:g} s" if s.time_limit_s is not None else ""
-    return f"Solver: {s.name}, status **{s.status}**, {s.seconds * 1000:.1f} ms{gap}{limit}."
+    return f"Solver: {s.name}, status **{s.status}**{gap}{limit}."
+
+
+def recipe_text(recipe: object, sharding: str | None = None) -> str:
+    """``2 x 8 = 16, checkpointing, ddp``: micro-batch x accumulation (x GPUs) = global batch, as the
+    CLI's table shows it (``Recipe.label``), then the sharding and any offload; ``-`` if none."""
+    if recipe is None:
+        return sharding or "-"
+    label = getattr(recipe, "label", None)
+    parts = [label()] if callable(label) else []
+    get = recipe.get if isinstance(recipe, Mapping) else (lambda k, d=None: getattr(recipe, k, d))
+    if not parts and get("micro_batch_size") is not None:
+        parts.append(f"{get('micro_batch_size')} x {get('gradient_accumulation_steps') or 1}")
+    scheme = get("sharding") or sharding
+    if scheme:
+        parts.append(str(scheme))
+    offload = get("offload")
+    if offload and offload != "none":
+        parts.append(f"offload {offload}")
+    return ", ".join(parts) or "-"
 
 
 def rejected_table(groups: Sequence[RejectedGroup]) -> str:
@@ -90,16 +110,21 @@ def quote_markdown(q: Quote, title: str = "GPU quote") -> str:
             mark = " (chosen)" if i == 1 and q.best is not None else ""
             rows.append((
                 f"{i}{mark}", _where(o), _gpus(o), o.pricing, usd(o.hourly_usd), hours(o.hours),
-                f"{o.memory_need_gb_per_gpu:.1f} / {o.vram_gb_per_gpu:g}", usd(o.cost_usd),
+                f"{o.memory_need_gb_per_gpu:.1f} / {o.vram_gb_per_gpu:g}",
+                recipe_text(getattr(o, "recipe", None), o.sharding), usd(o.cost_usd),
             ))
         out += [
-            table(["#", "where", "GPUs", "pricing", "$/h", "hours/run", "GB need / VRAM", f"cost ({q.runs} runs)"], rows),
+            table(["#", "where", "GPUs", "pricing", "$/h", "hours/run", "GB need / VRAM", "recipe",
+                   f"cost ({q.runs} runs)"], rows),
             "",
             "Local builds are costed as purchase price minus expected resale plus energy.",
             "",
         ]
         if q.rejected:
             out += ["Rejected:", "", rejected_table(q.rejected), ""]
+    warnings = getattr(q, "warnings", None) or []
+    if warnings:
+        out += ["**Warnings:**", "", *(f"- {w}" for w in warnings), ""]
     out += [solver_line(q.solver), "", "Prices:", "", sources_table(q.options, q.prices_as_of), "",
             f"Snapshot `{q.snapshot_id}`."]
     return "\n".join(out) + "\n"
@@ -146,13 +171,15 @@ def breakeven_markdown(r: BreakevenResult, chart: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def plan_markdown(p: PlanResult) -> str:
+def plan_markdown(p: PlanResult, chart: str | None = None) -> str:
     out = ["## Portfolio plan", "", solver_line(p.solver), ""]
     out += [table(["plan", "total over the horizon"], [
         ("chosen mix", usd(p.total_cost_usd)),
         ("all cloud", usd(p.all_cloud_cost_usd)),
         ("all local", usd(p.all_local_cost_usd)),
     ]), ""]
+    if chart:
+        out += [f"![monthly cost, bought vs rented]({chart})", ""]
     if p.buy:
         out += ["Buy:", "", table(["month", "build", "count", "price each"],
                                   [(b.month + 1, f"`{b.build}` {b.name}", b.count, usd(b.price_usd)) for b in p.buy]), ""]
@@ -224,4 +251,26 @@ def recommend_markdown(r: RecommendResult) -> str:
         srcs = [(c.category, c.part_id or "-", c.source or "-") for c in rec.components if c.source]
         if srcs:
             out += ["", "Part prices:", "", table(["part", "id", "source"], srcs)]
+    return "\n".join(out) + "\n"
+
+
+def estimate_markdown(e: Estimate) -> str:
+    m = e.memory_gb
+    verdict = "fits" if e.fits else "does not fit"
+    out = [
+        f"## Estimate on {e.gpu_count}x {e.gpu}", "",
+        f"**{m.total_per_gpu:.1f} GB per GPU** of {e.gpu_vram_gb:g} GB: {verdict} ({e.sharding}). "
+        f"{e.params / 1e9:.2f}B parameters, {e.trainable_params / 1e6:.1f}M trainable; "
+        f"{e.tokens_per_second:,.0f} tokens/s, MFU {e.mfu:.0%}, {hours(e.hours)}.",
+        "",
+        table(["part", "GB per GPU"], [
+            (part, f"{getattr(m, part):.2f}") for part in ("weights", "gradients", "optimizer", "activations", "overhead")
+        ] + [("**total**", f"**{m.total_per_gpu:.2f}**")]),
+        "",
+        f"Recipe: {recipe_text(getattr(e, 'recipe', None), e.sharding)}. "
+        f"Host: {e.host.ram_gb:.0f} GB RAM, {e.host.cpu_cores} CPU cores, {e.host.disk_gb:.0f} GB disk.",
+    ]
+    notes = list(e.notes) + [str(w) for w in getattr(e, "warnings", None) or ()]
+    if notes:
+        out += [""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
