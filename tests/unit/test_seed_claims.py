@@ -1,6 +1,6 @@
 """The seeds' memory claims, reproduced or corrected with the estimator's numbers.
 
-Claims (see ../shared/seeds/README.md): BERT-base at batch 16 needs about 6-8 GB; 7B QLoRA fits
+Claims (the seed guides' summary): BERT-base at batch 16 needs about 6-8 GB; 7B QLoRA fits
 on 24 GB; 7B full fine-tuning does not fit on 24 GB; 7B fp16 weights ~ 14 GB and AdamW ~ 2x the
 weights; an RTX 3060 12 GB is too tight for 7B QLoRA.
 """
