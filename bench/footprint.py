@@ -14,9 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,12 +23,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from cli_startup import gpucost, timed  # bench/ is on sys.path when run as a script
+
 MODELS = ["llama-3-8b", "qwen2.5-7b", "qwen2.5-3b", "qwen2.5-1.5b", "qwen2.5-0.5b", "gpt2", "bert-base", "distilbert"]
-
-
-def gpucost() -> list[str]:
-    exe = Path(sys.executable).with_name("gpucost")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "service.cli"]
 
 
 def rss_mb(pid: int) -> float:
@@ -52,17 +47,10 @@ def workload(i: int) -> dict[str, Any]:
 
 
 def wall(cmd: list[str], env: dict[str, str], n: int = 5) -> str:
-    """p50 wall time and p50 CPU time (user + system) of ``cmd``: on a shared, busy machine the
-    CPU time is what the command itself costs."""
-    ts, cpu = [], []
-    for _ in range(n):
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        ts.append(time.perf_counter() - t)
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-    return f"{statistics.median(ts):.2f} s wall, {statistics.median(cpu):.2f} s CPU (p50 of {n})"
+    """p50 wall and CPU time of ``cmd``: on a shared, busy machine the CPU time is what the
+    command itself costs."""
+    w, cpu = timed(cmd, env, n)
+    return f"{w:.2f} s wall, {cpu:.2f} s CPU (p50 of {n})"
 
 
 def import_cost(env: dict[str, str]) -> tuple[float, list[tuple[float, str]]]:

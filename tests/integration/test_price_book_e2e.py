@@ -211,3 +211,18 @@ def test_a_small_gcp_job_rents_the_smallest_n1_host_it_fits(plain: TestClient) -
                                                 "region": best["region"]}).json()["offers"]
     fixed = [o["price_hour"] for o in same_zone if o["instance_type"] == "n1-highmem-8+1xT4"]
     assert fixed and best["hourly_usd"] < min(fixed)
+
+
+def test_the_rates_file_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, db_url: str,
+                                                     tmp_path: Path) -> None:
+    rates = tmp_path / "rates.csv"
+    rates.write_text("currency,rate_to_usd,as_of,source\nCNY,0.2,2023-06-01,test rate\n", encoding="utf-8")
+    r = _cli(monkeypatch, db_url, "offers", "--provider", "alibaba", "--limit", "500", "--json",
+             GPUCOST_FX_FILE=str(rates))
+    assert r.exit_code == 0, r.stderr
+    cny = [o for o in json.loads(r.stdout)["offers"] if o["currency"] == "CNY" and o["as_of"].startswith("2023")]
+    assert cny and all("rate of 2023-06-01" in o["source"] for o in cny)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("currency,rate_to_usd,as_of,source\nCNY,zero,2023-06-01,x\n", encoding="utf-8")
+    r = _cli(monkeypatch, db_url, "offers", "--gpu", "A100", GPUCOST_FX_FILE=str(bad))
+    assert r.exit_code == 2 and str(bad) in r.stderr
