@@ -7,8 +7,9 @@ response cannot drift apart.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from optimizer.candidates.offer_groups import OfferView, index_for, merge_rejected
 from optimizer.errors import ProviderError
@@ -17,7 +18,8 @@ from optimizer.estimator.workload import Constraints
 from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
 from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
 from pricing.electricity import resolve_usd_per_kwh
-from pricing.offer import Part
+from pricing.offer import LocalBuild, Offer, Part
+from service.api.limits import guarded_estimator, solve_budget_s
 from service.schemas import (
     BreakevenRequest,
     Estimate,
@@ -27,7 +29,6 @@ from service.schemas import (
     QuoteRequest,
     RecommendRequest,
 )
-from service.api.limits import guarded_estimator, solve_budget_s
 from service.settings import Settings
 
 # plan() solves up to three times: the plan, all-cloud and all-local baselines.
@@ -38,7 +39,28 @@ if TYPE_CHECKING:
     from optimizer.frontier import FrontierResult
     from optimizer.plan import PlanResult
     from optimizer.recommend import RecommendResult
-    from pricing.store.repository import PriceStore
+    from pricing.price_view import PriceView
+
+
+class Current(Protocol):
+    """What an answer reads of one set of current snapshots (``pricing.store.reads.CurrentPrices``,
+    or the CLI's ``service.prepared.PreparedReader``)."""
+
+    price_view: PriceView | None
+
+    def snapshot_id(self) -> str: ...
+    def prices_as_of(self) -> dict[str, datetime]: ...
+    def local_builds(self) -> list[LocalBuild]: ...
+    def local_build(self, build_id: str) -> LocalBuild: ...
+    def all_offers(self) -> list[Offer]: ...
+
+
+class Prices(Protocol):
+    """Where an answer reads prices from: ``PriceStore`` or a ``PreparedReader``. Each answer
+    reads which snapshots are current once (``current()``) and everything else from those."""
+
+    def current(self) -> Current: ...
+
 
 # The planner, break-even, frontier and recommender (and the worker pool the heavy ones may run
 # in) are imported by the answers that use them: a CLI quote starts without them.
@@ -49,14 +71,14 @@ def estimate_answer(req: EstimateRequest) -> Estimate:
     return estimate(req.workload, req.gpu, req.gpu_count, suggest=True)
 
 
-def offer_view(store: PriceStore, constraints: Constraints, snapshot_id: str | None = None) -> OfferView:
+def offer_view(store: Current, constraints: Constraints, snapshot_id: str | None = None) -> OfferView:
     """The offers a decision under ``constraints`` must look at: dominated ones set aside, once per
     snapshot (``optimizer.candidates.offer_groups``); the cheapest answer is the same as on all."""
     sid = snapshot_id or store.snapshot_id()
     return index_for(sid, store.all_offers).view(constraints)
 
 
-def _stale_after_days(store: PriceStore) -> float:
+def _stale_after_days(store: Current) -> float:
     view = getattr(store, "price_view", None)
     return view.stale_after_days if view is not None else DEFAULT_STALE_AFTER_DAYS
 
@@ -71,8 +93,9 @@ def _powered(constraints: Constraints) -> Constraints:
     return constraints.model_copy(update={"electricity_usd_per_kwh": kwh})
 
 
-def quote_answer(req: QuoteRequest, store: PriceStore) -> Quote:
+def quote_answer(req: QuoteRequest, prices: Prices) -> Quote:
     req = req.model_copy(update={"constraints": _powered(req.constraints)})
+    store = prices.current()
     sid = store.snapshot_id()
     view = offer_view(store, req.constraints, sid)
     # Without local builds asked for, their store read is skipped (a query per request).
@@ -90,7 +113,7 @@ def quote_answer(req: QuoteRequest, store: PriceStore) -> Quote:
     return q
 
 
-def frontier_answer(req: QuoteRequest, store: PriceStore) -> FrontierResult:
+def frontier_answer(req: QuoteRequest, prices: Prices) -> FrontierResult:
     from optimizer.frontier import frontier
     from service.api.workers import offloaded
 
@@ -98,6 +121,7 @@ def frontier_answer(req: QuoteRequest, store: PriceStore) -> FrontierResult:
     if done:
         return answer  # type: ignore[no-any-return]
     req = req.model_copy(update={"constraints": _powered(req.constraints)})
+    store = prices.current()
     sid = store.snapshot_id()
     return frontier(
         req.workload, req.constraints, offer_view(store, req.constraints, sid).offers, store.local_builds(),
@@ -106,9 +130,10 @@ def frontier_answer(req: QuoteRequest, store: PriceStore) -> FrontierResult:
     )
 
 
-def breakeven_answer(req: BreakevenRequest, store: PriceStore) -> BreakevenResult:
+def breakeven_answer(req: BreakevenRequest, prices: Prices) -> BreakevenResult:
     from optimizer.breakeven import breakeven
 
+    store = prices.current()
     builds = [store.local_build(req.buy.build)] if req.buy.build else store.local_builds()
     return breakeven(
         req.workload, req.rent, req.buy, store.all_offers(), builds,
@@ -119,7 +144,7 @@ def breakeven_answer(req: BreakevenRequest, store: PriceStore) -> BreakevenResul
     )
 
 
-def plan_answer(req: PlanRequest, store: PriceStore) -> PlanResult:
+def plan_answer(req: PlanRequest, prices: Prices) -> PlanResult:
     from optimizer.plan import plan
     from service.api.workers import offloaded
 
@@ -127,6 +152,7 @@ def plan_answer(req: PlanRequest, store: PriceStore) -> PlanResult:
     if done:
         return answer  # type: ignore[no-any-return]
     req = req.model_copy(update={"constraints": _powered(req.constraints)})
+    store = prices.current()
     sid = store.snapshot_id()
     return plan(
         req.jobs, req.horizon_months, req.constraints, offer_view(store, req.constraints, sid).offers,
@@ -151,13 +177,14 @@ def parts_catalog(settings: Settings) -> list[Part]:
     return list(parts_from_csv(text))
 
 
-def recommend_answer(req: RecommendRequest, store: PriceStore, settings: Settings) -> RecommendResult:
+def recommend_answer(req: RecommendRequest, prices: Prices, settings: Settings) -> RecommendResult:
     from optimizer.recommend import recommend
     from service.api.workers import offloaded
 
     done, answer = offloaded("recommend", req)
     if done:
         return answer  # type: ignore[no-any-return]
+    store = prices.current()
     return recommend(
         req.workload, store.local_builds(), store.all_offers(), parts=parts_catalog(settings),
         budget_usd=req.budget_usd, deadline_hours=req.deadline_hours, runs_per_month=req.runs_per_month,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
@@ -31,16 +31,19 @@ from pricing.offer import LocalBuild, Offer
 from pricing.store.health import Health, plain_error
 from pricing.store.history import History
 from pricing.store.leases import Leases
+from pricing.store.peek import (
+    DEFAULT_DB_FILE,
+    MIGRATIONS_DIR,
+    SEED_MARKER,
+    default_db_url,
+)
 from pricing.store.reads import Reads
 from pricing.store.rows import LOCAL, _meta, _snap, content_hash
 from pricing.store.setup import (
-    DEFAULT_DB_FILE,
-    MIGRATIONS_DIR,
     BundledData,
     SeedLoader,
     _engine_for,
     _lock,
-    default_db_url,
     load_bundled_snapshot,
     migrate,
 )
@@ -68,8 +71,6 @@ except ImportError:  # not on Windows: openers there do without the creation loc
     fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
-
-SEED_MARKER = "bundled_snapshot_loaded"
 
 
 def open_store(db_url: str | None = None, *, seed: SeedLoader | None = None) -> PriceStore:

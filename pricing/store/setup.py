@@ -3,14 +3,11 @@ the writers' lock, Alembic migrations, and what the first-use seeding loads."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import re
 import sqlite3
 import time
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
@@ -19,9 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from pricing.offer import LocalBuild, Offer
-
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-DEFAULT_DB_FILE = "prices.sqlite"
+from pricing.store.peek import MIGRATIONS_DIR, script_head
 
 
 class BundledData(Protocol):
@@ -40,14 +35,6 @@ def load_bundled_snapshot() -> BundledData:
     from pricing.snapshot.loader import load_bundled
 
     return load_bundled()
-
-
-def default_db_url() -> str:
-    import platformdirs
-
-    folder = Path(platformdirs.user_data_dir("gpucost"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / DEFAULT_DB_FILE}"
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -110,29 +97,6 @@ def _lock(conn: Connection, name: str) -> None:
     """
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)" % _lock_key(name))
-
-
-_REVISION_LINE = re.compile(r"^(revision|down_revision|branch_labels|depends_on)\b[^=]*=\s*(.+?)\s*$", re.MULTILINE)
-
-
-def script_head() -> str | None:
-    """The head revision of the migration scripts, read from their text, or None when the
-    scripts are not a plain chain this reading is sure of (branches, merges, dependencies):
-    importing Alembic to find out costs more than a CLI command's whole answer."""
-    revisions: dict[str, str | None] = {}
-    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
-        fields = dict(_REVISION_LINE.findall(script.read_text(encoding="utf-8")))
-        try:
-            values = {k: ast.literal_eval(v) for k, v in fields.items()}
-        except (ValueError, SyntaxError):
-            return None
-        rev, down = values.get("revision"), values.get("down_revision")
-        if (not isinstance(rev, str) or rev in revisions or not isinstance(down, str | None)
-                or values.get("branch_labels") or values.get("depends_on")):
-            return None
-        revisions[rev] = down
-    heads = set(revisions) - {d for d in revisions.values() if d is not None}
-    return heads.pop() if len(heads) == 1 else None
 
 
 def _at_revision(engine: Engine, head: str | None) -> bool:

@@ -116,6 +116,18 @@ def test_identical_reingest_is_idempotent(store: PriceStore) -> None:
     assert len([o for o in store.all_offers() if o.provider == "lambda"]) == len(rows)
 
 
+def test_one_answer_reads_one_set_of_snapshots_even_across_a_refresh(store: PriceStore) -> None:
+    rows = catalog_offers("lambda")
+    store.replace_rows("lambda", rows, fetched_at=datetime.now(UTC), source="catalog")
+    current = store.current()
+    before = (current.snapshot_id(), current.prices_as_of(), _by_key(current.all_offers()))
+    dearer = [o.model_copy(update={"price_hour": (o.price_hour or 1.0) * 2}) for o in rows]
+    store.replace_rows("lambda", dearer, fetched_at=datetime.now(UTC), source="catalog, later")
+    assert (current.snapshot_id(), current.prices_as_of(), _by_key(current.all_offers())) == before
+    assert store.snapshot_id() != before[0]  # the next answer reads the new prices
+    assert _by_key([o for o in store.all_offers() if o.provider == "lambda"]) == _by_key(dearer)
+
+
 def test_a_crash_inside_the_swap_leaves_the_old_prices(
     store: PriceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
