@@ -25,6 +25,8 @@ CSV: one row per entry, columns ``kind`` (discount | negotiated | onprem), ``pro
 ``instance_type``, ``region``, ``factor``, ``spot_factor``, ``price_hour``, ``spot_price_hour``,
 ``name``, ``gpu``, ``gpus_per_node``, ``gpu_hour_usd``, ``vcpus``, ``ram_gb`` (unused cells empty).
 Offers a book changes carry ``+pricebook:<name>`` in their ``source``, so quotes name it.
+A book without ``as_of`` is dated by its file's last change: the same file gives the same prices,
+dates and snapshot id in every process.
 """
 
 from __future__ import annotations
@@ -36,8 +38,14 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator.gpus import canonical_gpu, gpu_spec
@@ -231,6 +239,8 @@ def _csv_book(text: str, name: str) -> dict[str, Any]:
 
 def load_price_book(path: Path | str) -> PriceBook:
     """Read a YAML (``.yaml``/``.yml``) or CSV price book; bad files raise ``InvalidInput``."""
+    import yaml  # only price books in YAML need it
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -244,6 +254,7 @@ def load_price_book(path: Path | str) -> PriceBook:
             if not isinstance(data, dict):
                 raise InvalidInput("price_book", f"{path} does not hold a mapping")
             data.setdefault("name", path.stem)
+        data.setdefault("as_of", datetime.fromtimestamp(path.stat().st_mtime, UTC))
         return PriceBook.model_validate(data)
     except yaml.YAMLError as exc:
         raise InvalidInput("price_book", f"{path}: not YAML: {exc}") from exc

@@ -23,6 +23,10 @@ region level, with or without spot) is computed on first use and kept. ``index_f
 keeps the index of the last few price snapshots, keyed by the store's snapshot id, so a quote
 touches a few hundred rows however large the catalog grows. What the view leaves out is counted by
 reason (``left_out``) so an answer can still account for every offer.
+
+``OfferIndex.prepared()`` computes everything at once and keeps only the offers some view can
+return, with the counts and usual price levels of all of them: a small, picklable index that a
+short-lived process (a CLI command) loads instead of the whole snapshot (``remember_index``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from optimizer.candidates.estimator import _canonical
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
+from optimizer.price_warnings import usual_levels
 from optimizer.results import RejectedGroup
 from pricing.offer import Offer
 
@@ -111,6 +116,7 @@ class OfferIndex:
             self._cell_total[c] = self._cell_total.get(c, 0) + 1
             self._cell_example.setdefault(c, _label(self.offers[i]))
         self._frontiers: dict[tuple[bool, bool], _Frontier] = {}
+        self._total = len(self.offers)
         self._views: OrderedDict[tuple[object, ...], OfferView] = OrderedDict()
         self._lock = threading.RLock()
 
@@ -119,7 +125,44 @@ class OfferIndex:
         return cls(list(offers))
 
     def __len__(self) -> int:
-        return len(self.offers)
+        return self._total
+
+    def prepared(self) -> OfferIndex:
+        """The same index with its four frontiers and the catalog's usual price levels computed,
+        holding only the offers some view can return. Its views equal this index's views (offers,
+        what is left out and why, the total); it is what gets stored per snapshot."""
+        for by_region in (False, True):
+            for spot in (False, True):
+                self._frontier(by_region, spot)
+        usual_levels(self.offers, set())  # fills the catalog's memo of levels
+        used = sorted({i for f in self._frontiers.values() for kept in f.kept.values() for i in kept})
+        new_of = {old: new for new, old in enumerate(used)}
+        out = OfferIndex([])
+        out.offers = OfferList(self.offers[i] for i in used)
+        out.offers.usual_levels_memo = dict(self.offers.usual_levels_memo)
+        out._gpu = [self._gpu[i] for i in used]
+        out._cells = [self._cells[i] for i in used]
+        out._cell_total = dict(self._cell_total)
+        out._cell_example = dict(self._cell_example)
+        out._total = self._total
+        out._frontiers = {
+            key: _Frontier(
+                kept={cell: [new_of[i] for i in kept] for cell, kept in f.kept.items()},
+                dominated=dict(f.dominated), no_price=dict(f.no_price), examples=dict(f.examples),
+            )
+            for key, f in self._frontiers.items()
+        }
+        return out
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        del state["_lock"], state["_views"]  # a lock does not pickle; views are rebuilt on use
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._views = OrderedDict()
+        self._lock = threading.RLock()
 
     # -- frontiers ----------------------------------------------------------------------------
 
@@ -247,7 +290,7 @@ class OfferIndex:
             for r, n in ((DOMINATED, dominated), (NO_PRICE, no_price), (EXCLUDED, excluded))
             if n
         ]
-        return OfferView(offers=picked, left_out=left_out, total=len(self.offers), catalog=self.offers)
+        return OfferView(offers=picked, left_out=left_out, total=self._total, catalog=self.offers)
 
 
 def _add_example(examples: list[str], label: str) -> None:
@@ -309,12 +352,17 @@ def index_for(key: str, load: Callable[[], Sequence[Offer]]) -> OfferIndex:
             _INDEXES.move_to_end(key)
             return hit
     idx = OfferIndex.build(load())
+    remember_index(key, idx)
+    return idx
+
+
+def remember_index(key: str, index: OfferIndex) -> None:
+    """Use ``index`` (e.g. a stored ``prepared()`` one) for the snapshot ``key`` from now on."""
     with _INDEXES_LOCK:
-        _INDEXES[key] = idx
+        _INDEXES[key] = index
         _INDEXES.move_to_end(key)
         while len(_INDEXES) > INDEXES_KEPT:
             _INDEXES.popitem(last=False)
-    return idx
 
 
 def clear_indexes() -> None:

@@ -9,20 +9,45 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator.workload import Workload
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from pricing.store.repository import PriceStore
+    from service.prepared import PreparedReader
+
+    console: Console
+    err_console: Console
 
 M = TypeVar("M", bound=BaseModel)
 
 # Piped or captured output gets a width that keeps the quote tables readable (rich's default is 80).
 _WIDTH = None if sys.stdout.isatty() else 150
-console = Console(width=_WIDTH)
-err_console = Console(stderr=True)
+
+
+_CONSOLES: dict[str, Callable[[], Console]] = {
+    "console": lambda: _console(width=_WIDTH),
+    "err_console": lambda: _console(stderr=True),
+}
+
+
+def _console(**options: Any) -> Console:
+    from rich.console import Console
+
+    return Console(**options)
+
+
+def __getattr__(name: str) -> Any:
+    # ``console`` and ``err_console`` are made on first use: an answer printed as JSON (a quote's
+    # command imports them where it draws a table) never loads rich.
+    make = _CONSOLES.get(name)
+    if make is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = made = make()
+    return made
 
 
 def invalid_from_validation(exc: ValidationError, prefix: str = "") -> InvalidInput:
@@ -109,6 +134,24 @@ def open_store_from_settings() -> PriceStore:
     store = open_store(settings.db_url)
     store.price_view = view
     return store
+
+
+def open_reader_from_settings() -> PriceStore | PreparedReader:
+    """For commands that only read current prices (quote, frontier): the store's current snapshot
+    as prepared on an earlier run (``service.prepared``), or the store opened the full way."""
+    from service.prepared import open_reader
+    from service.settings import get_settings
+
+    settings = get_settings()
+    return open_reader(settings.db_url, settings.price_view(), open_store_from_settings)
+
+
+def keep_prepared_snapshot(store: PriceStore | PreparedReader) -> None:
+    """After answering: prepare the current snapshot for the next command, if it is not yet."""
+    from service.prepared import keep_prepared
+    from service.settings import get_settings
+
+    keep_prepared(store, get_settings().db_url)
 
 
 def parse_csv_list(value: str | None) -> list[str] | None:

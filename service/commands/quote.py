@@ -4,11 +4,15 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from optimizer.results import Option, Quote
 from service.answers import quote_answer
-from service.commands._common import console, emit, open_store_from_settings, output_mode
+from service.commands._common import (
+    emit,
+    keep_prepared_snapshot,
+    open_reader_from_settings,
+    output_mode,
+)
 from service.commands.workload_flags import (
     CONSTRAINT_FLAGS,
     WORKLOAD_FLAGS,
@@ -34,6 +38,11 @@ def option_row(rank: str, o: Option) -> list[str]:
 
 
 def render_quote(q: Quote) -> None:
+    # Only tables need rich: --json answers start without it.
+    from rich.table import Table
+
+    from service.commands._common import console
+
     table = Table(title=f"Quote for {q.runs} run(s), cheapest first")
     for col, just in (("#", "right"), ("provider/region/instance", "left"), ("GPUs", "left"),
                       ("pricing", "left"), ("hours/run", "right"), ("cost", "right"), ("GB need/VRAM", "right"),
@@ -74,10 +83,12 @@ def register(app: typer.Typer) -> None:
             request, QuoteRequest, workload_fields(flags),
             {"constraints": constraint_fields(flags), "runs": runs, "top": top},
         )
-        result = quote_answer(req, open_store_from_settings())
+        store = open_reader_from_settings()
+        result = quote_answer(req, store)
         if mode == "markdown":
             from service.render.markdown import quote_markdown
 
             sys.stdout.write(quote_markdown(result))
-            return
-        emit(result, mode == "json", render_quote)
+        else:
+            emit(result, mode == "json", render_quote)
+        keep_prepared_snapshot(store)

@@ -102,3 +102,26 @@ def test_index_is_built_once_per_snapshot_and_bounded() -> None:
     assert index_for("s1", load("s1")) is not a
     assert loads.count("s1") == 2
     clear_indexes()
+
+
+def test_prepared_index_answers_every_view_as_the_full_one_and_survives_pickling() -> None:
+    import pickle
+
+    from optimizer.price_warnings import usual_levels
+    from pricing.snapshot.loader import load_bundled
+
+    full = OfferIndex.build(load_bundled().offers)
+    small = pickle.loads(pickle.dumps(full.prepared()))
+    assert len(small.offers) < len(full.offers) and len(small) == len(full)
+    some = sorted({o.region for o in full.offers})[:: max(1, len(full.offers) // 2000)][:6]
+    cases = [
+        Constraints(), Constraints(allow_spot=True), Constraints(regions=some),
+        Constraints(regions=some[:1], allow_spot=True), Constraints(providers=["aws", "gcp"], gpus=["A100"]),
+        Constraints(providers=["vast"], allow_spot=True), Constraints(gpus=["RTX4090", "H100"], regions=some),
+    ]
+    for c in cases:
+        a, b = full.view(c), small.view(c)
+        assert [o.model_dump() for o in a.offers] == [o.model_dump() for o in b.offers], c
+        assert a.left_out == b.left_out and a.total == b.total, c
+        wanted = {(o.provider, o.gpu) for o in a.offers}
+        assert usual_levels(b.catalog, wanted) == usual_levels(list(full.offers), wanted)
