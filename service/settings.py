@@ -1,28 +1,55 @@
-"""Validated settings from the environment (prefix ``GPUCOST_``), never built at import time."""
+"""Validated settings from the environment (prefix ``GPUCOST_``), never built at import time.
+
+Read with pydantic alone: a variable per field, named without regard to case; arguments win over
+the environment, which wins over the defaults; lists are comma-separated (or a JSON list). A bad
+value is an ``InvalidInput`` naming the variable (exit 2 from the CLI; the server does not start).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from optimizer.errors import InvalidInput
 from pricing.source import SourceSettings
 
 if TYPE_CHECKING:
     from pricing.price_view import PriceView
 
 
+ENV_PREFIX = "GPUCOST_"
+
+
 def _csv(value: object) -> object:
     if isinstance(value, str):
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                pass  # not JSON after all: let the comma-separated reading say what is wrong
         return tuple(v.strip() for v in value.split(",") if v.strip())
     return value
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GPUCOST_", extra="ignore")
+def environment() -> dict[str, str]:
+    """The ``GPUCOST_*`` variables by field name (``GPUCOST_DB_URL`` -> ``db_url``)."""
+    n = len(ENV_PREFIX)
+    return {key[n:].lower(): value for key, value in os.environ.items() if key.upper().startswith(ENV_PREFIX)}
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore")
 
     db_url: str | None = Field(default=None, description="SQLAlchemy URL; unset: SQLite in the data dir")
     admin_token: str | None = None
@@ -53,6 +80,24 @@ class Settings(BaseSettings):
 
     _split = field_validator("aws_regions", "gcp_regions", "alibaba_regions", mode="before")(_csv)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_fills_the_rest(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        env = {k: v for k, v in environment().items() if k in cls.model_fields}
+        return {**env, **data}
+
+    @classmethod
+    def from_environment(cls) -> Settings:
+        """The settings as the environment gives them; a bad value names its variable."""
+        try:
+            return cls()
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = str(first["loc"][0]) if first.get("loc") else ""
+            raise InvalidInput(f"{ENV_PREFIX}{field.upper()}", str(first.get("msg", "invalid value"))) from None
+
     def price_view(self) -> PriceView:
         """Dated currency and the price book, as every answer applies them; a missing or invalid
         file raises ``InvalidInput`` naming it."""
@@ -75,4 +120,4 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return Settings.from_environment()

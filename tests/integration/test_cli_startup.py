@@ -107,3 +107,18 @@ def test_single_command_app_keeps_the_subcommand_and_its_answer(tmp_path: Path) 
     assert bad.returncode == 2 and "--tokens" in bad.stderr
     typo = _run(["quot"], env)
     assert typo.returncode == 2 and "quote" in typo.stderr
+
+
+def test_settings_come_from_the_environment_and_a_bad_one_names_its_variable(tmp_path: Path) -> None:
+    env = {**_env(tmp_path), "GPUCOST_MAX_SOLVES": "abc"}
+    bad = _run(QUOTE, env)
+    assert bad.returncode == 2 and "GPUCOST_MAX_SOLVES" in bad.stderr and "Traceback" not in bad.stderr
+    out_of_range = _run(QUOTE, {**_env(tmp_path), "GPUCOST_REQUEST_TIME_LIMIT_S": "0"})
+    assert out_of_range.returncode == 2 and "GPUCOST_REQUEST_TIME_LIMIT_S" in out_of_range.stderr
+    # Lists as the docs and the Kubernetes ConfigMap write them; names in any case.
+    code = ("from service.settings import get_settings as g; s = g(); "
+            "print(s.aws_regions, s.gcp_regions, s.stale_after_days, s.answer_cache)")
+    env = {**_env(tmp_path), "GPUCOST_AWS_REGIONS": "us-east-1, eu-west-1", "GPUCOST_GCP_REGIONS": '["us-east4"]',
+           "gpucost_stale_after_days": "5", "GPUCOST_ANSWER_CACHE": "false"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "('us-east-1', 'eu-west-1') ('us-east4',) 5.0 False"

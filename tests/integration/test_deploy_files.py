@@ -25,7 +25,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from service.settings import Settings
+from service.settings import ENV_PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
@@ -60,8 +60,7 @@ def _workloads() -> list[dict[str, Any]]:
 
 
 def _setting_env_names() -> set[str]:
-    prefix = Settings.model_config.get("env_prefix", "")
-    return {f"{prefix}{name}".upper() for name in Settings.model_fields}
+    return {f"{ENV_PREFIX}{name}".upper() for name in Settings.model_fields}
 
 
 # -- Kubernetes ------------------------------------------------------------------------------
@@ -168,6 +167,13 @@ def test_config_and_secrets_are_wired_and_name_real_settings() -> None:
                     assert key in known, f"{kind} {name}: {key} is no setting of service.settings"
     assert "GPUCOST_DB_URL" in provided["gpucost-db"]
     assert "GPUCOST_ADMIN_TOKEN" in provided["gpucost-admin"]
+    # The ConfigMap's values read as the server reads them: comma-separated region lists included.
+    config = resources[("ConfigMap", "gpucost-config")]["data"]
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in config.items():
+            mp.setenv(key, str(value))
+        settings = Settings.from_environment()
+    assert settings.aws_regions == tuple(config["GPUCOST_AWS_REGIONS"].split(","))
     for workload in _workloads():
         pod = _pod_spec(workload)
         volumes = {v["name"]: v for v in pod.get("volumes", [])}
