@@ -171,7 +171,7 @@ def bench_plans(offers: list[Offer], builds: list[LocalBuild], sizes: list[int])
         gap = f", proven gap {p.solver.gap:.3%} (stated {p.assumptions.get('gap_rel', 0):.1%})" if p.solver.gap is not None else ""
         print(f"plan {n:>3} jobs x 12 months: cold {p_cold:.2f} s vs {n} cold quotes {q_cold:.2f} s "
               f"({p_cold / q_cold:.2f}x); warm {p_warm:.2f} s vs {q_warm:.2f} s ({p_warm / q_warm:.2f}x); "
-              f"{p.solver.status}{gap}, {p.solve_method}; split (warm) {p.timing}; "
+              f"{p.solver.status}{gap}, {p.solve_method}; split (warm) {p.timing}; rental offers {p.rental_search}; "
               f"buys {sum(b.count for b in p.buy)}; ${p.total_cost_usd or 0:,.0f} vs all-cloud "
               f"${p.all_cloud_cost_usd or 0:,.0f}")
 

@@ -1,19 +1,23 @@
 """Portfolio plan: a team's jobs over a horizon -> what to buy and when, where each run goes.
 
 prepare (per job: the cheapest rentals that meet its deadline, and the builds it fits on; the
-offers come in already pruned of dominated ones) -> build (``ilp.portfolio``) -> solve
-(``ilp.portfolio_solve``: optimal within ``PLAN_GAP_REL``, proven) -> explain. For the comparisons
-the model is solved once more with only builds (all-local); all-cloud needs no solve without quotas
-(each run on its job's cheapest rental). The answer's ``timing`` splits the seconds into
-preparation, model building and solving.
+offers come in already pruned of dominated ones, and each job prices only the offers whose cost
+floor (``candidates.bounds``, a roofline bound needing no estimate) is at most what its cheapest
+rentals cost, found by first pricing the offers with the lowest floors: the same rentals as pricing
+every offer) -> build (``ilp.portfolio``) -> solve (``ilp.portfolio_solve``: optimal within
+``PLAN_GAP_REL``, proven) -> explain. For the comparisons the model is solved once more with only
+builds (all-local); all-cloud needs no solve without quotas (each run on its job's cheapest
+rental). The answer's ``timing`` splits the seconds into preparation, model building and solving,
+and ``rental_search`` counts the rental offers preparation priced and those the floors let it skip.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, Field
@@ -21,12 +25,15 @@ from pydantic import BaseModel, Field
 from optimizer import costs
 from optimizer.candidates import (
     Candidate,
+    CandidateSet,
     CostAssumptions,
     Estimator,
     ShardingChoices,
     default_estimator,
     generate,
 )
+from optimizer.candidates.bounds import OfferFloors, OfferGroups
+from optimizer.estimator.workload import Constraints, Workload
 from optimizer.explain import rejected_groups, solver_info
 from optimizer.ilp.portfolio import (
     BuildUse,
@@ -37,10 +44,17 @@ from optimizer.ilp.portfolio import (
 from optimizer.ilp.portfolio_solve import PLAN_GAP_REL, PortfolioSolve, solve_portfolio
 from optimizer.ilp.solve import SolveResult
 from optimizer.results import RejectedGroup, SolverInfo
-from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import LocalBuild, Offer
 
 RENTALS_PER_JOB = 3
+# The rental search first prices the offers whose cost floor is within this factor of the lowest
+# floor, widening by TIER_GROWTH while that finds too few rentals; estimates come out 2-4x the
+# roofline floor, so the first look usually holds the winner.
+FIRST_TIER_FACTOR = 2.0
+TIER_GROWTH = 4.0
+# Floors are exact arithmetic lower bounds; this absorbs float rounding between two formulas and
+# the 1e-9 of an increment that ``costs.billed_hours`` forgives.
+FLOOR_TOLERANCE_REL = 1e-6
 AVAILABILITY = costs.MAX_UTILIZATION  # share of a month an owned machine can run jobs (maintenance, other use)
 
 
@@ -105,6 +119,8 @@ class PlanResult(BaseModel):
     assumptions: dict[str, float] = Field(default_factory=dict)
     # Where the time went: preparing the options (estimates, prices), building and solving the model.
     timing: dict[str, float] = Field(default_factory=dict)
+    # Rental offers preparation priced over all jobs and looks, and those their cost floors let it skip.
+    rental_search: dict[str, int] = Field(default_factory=dict)
     solve_method: str = ""
 
 
@@ -123,6 +139,67 @@ class _Prepared:
     rentals: dict[str, list[Candidate]]
     local: dict[str, dict[str, Candidate]]
     unplaced: list[UnplacedJob]
+    # Offers handed to option generation for rentals, over every look (a catalog's offers per job
+    # without floors), and those the floors left out of each job's last look.
+    offers_priced: int = 0
+    offers_skipped: int = 0
+
+
+def _distinct_providers(ranked: Sequence[Candidate], n: int) -> list[Candidate]:
+    """The cheapest rental of each of the first ``n`` providers, cheapest first."""
+    picked: list[Candidate] = []
+    seen: set[str] = set()
+    for cand in ranked:
+        if cand.provider not in seen:
+            picked.append(cand)
+            seen.add(cand.provider)
+        if len(picked) == n:
+            break
+    return picked
+
+
+def _cheapest_rentals(
+    offers: list[Offer],
+    floors: OfferFloors | None,
+    n: int,
+    search: Callable[[list[Offer]], CandidateSet],
+) -> tuple[list[Candidate], CandidateSet, int, int]:
+    """The job's cheapest rentals of ``n`` distinct providers, exactly as ``search(offers)`` finds
+    them; the candidate set they come from; offers priced; offers left out.
+
+    With cost floors (``candidates.bounds``), offers are priced cheapest floor first: a look at the
+    offers with the lowest floors finds ``n`` rentals, the last costing ``bar``; every offer that
+    could rank at or below ``bar`` has a floor at most ``bar``, so option generation over exactly
+    those offers (groups kept in catalog order, so ties fall as on the whole catalog) ranks the
+    rentals up to ``bar`` as the whole catalog does, and picks the same ones. A look that finds
+    fewer widens; the last look is the whole catalog, whose rejections then explain the job.
+    """
+    ordered = sorted(floors.floors) if floors is not None else []
+    priced = 0
+    if ordered and 0 < ordered[0] < float("inf"):
+        threshold = ordered[0] * FIRST_TIER_FACTOR
+        while threshold < ordered[-1]:
+            look = floors.subset(threshold)  # type: ignore[union-attr]
+            found = search(look)
+            priced += len(look)
+            picked = _distinct_providers(found.ranked, n)
+            if len(picked) == n:
+                bar = max(c.cost_per_run_usd for c in picked) * (1 + FLOOR_TOLERANCE_REL)
+                if bar > threshold:
+                    look = floors.subset(bar)  # type: ignore[union-attr]
+                    found = search(look)
+                    priced += len(look)
+                    picked = _distinct_providers(found.ranked, n)
+                return picked, found, priced, len(offers) - len(look)
+            threshold *= TIER_GROWTH
+    found = search(offers)
+    return _distinct_providers(found.ranked, n), found, priced + len(offers), 0
+
+
+def _floors_apply(estimator: Estimator) -> bool:
+    """Whether ``estimator`` is the product's (or a wrapper declaring it with ``functools.wraps``,
+    which passes its estimates through): the cost floors follow that estimator's formulas."""
+    return inspect.unwrap(estimator) is default_estimator()
 
 
 def _prepare(
@@ -135,24 +212,29 @@ def _prepare(
     shardings: ShardingChoices | None,
     a: CostAssumptions,
     rentals_per_job: int = RENTALS_PER_JOB,
+    prune: bool = True,
 ) -> _Prepared:
     out = _Prepared([], {}, {}, [])
     one_unit = dataclasses.replace(a, max_local_units=1)
+    groups = OfferGroups.of(offers, constraints) if prune and _floors_apply(estimator) else None
     for job in jobs:
         c = constraints.model_copy(update={"deadline_hours": job.deadline_hours, "budget_usd": None})
-        cloud = generate(
-            job.workload, c.model_copy(update={"include_local": False}), offers, [],
-            runs=1, top=rentals_per_job * 4, estimator=estimator, shardings=shardings, assumptions=a,
+        cloud_c = c.model_copy(update={"include_local": False})
+
+        def search(subset: list[Offer], w: Workload = job.workload, cc: Constraints = cloud_c) -> CandidateSet:
+            return generate(
+                w, cc, subset, [], runs=1, top=rentals_per_job * 4, estimator=estimator,
+                shardings=shardings, assumptions=a,
+            )
+
+        floors = (
+            groups.floors(job.workload, allow_spot=constraints.allow_spot, assumptions=a)
+            if groups is not None else None
         )
         # A few cheap rentals from different providers, so quotas leave somewhere to go.
-        picked: list[Candidate] = []
-        seen: set[str] = set()
-        for cand in cloud.ranked:
-            if cand.provider not in seen:
-                picked.append(cand)
-                seen.add(cand.provider)
-            if len(picked) == rentals_per_job:
-                break
+        picked, cloud, priced, skipped = _cheapest_rentals(offers, floors, rentals_per_job, search)
+        out.offers_priced += priced
+        out.offers_skipped += skipped
         # Builds bought ahead for the plan: their lead time is modelled per month, not per run.
         local_c = c.model_copy(update={"deadline_hours": None})
         local = generate(
@@ -248,6 +330,7 @@ def plan(
     used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
     pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)
     timing = {"prepare_s": time.perf_counter() - t0, "build_s": 0.0, "solve_s": 0.0}
+    search = {"offers_priced": prep.offers_priced, "offers_skipped": prep.offers_skipped}
 
     def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild]) -> PortfolioSolve:
         out = solve_portfolio(
@@ -264,6 +347,7 @@ def plan(
             buy=[], assignments=[], total_cost_usd=None, all_cloud_cost_usd=None, all_local_cost_usd=None,
             monthly=[], solver=solver_info(None), horizon_months=horizon_months, unplaced=prep.unplaced,
             prices_as_of=dict(prices_as_of or {}), snapshot_id=snapshot_id, timing=_rounded(timing),
+            rental_search=search,
         )
     main = run(prep.jobs, pbuilds)
     all_cloud = all_local = None
@@ -283,6 +367,7 @@ def plan(
         prices_as_of or {}, snapshot_id, availability,
     )
     result.timing = _rounded(timing)
+    result.rental_search = search
     result.assumptions.update(gap_rel=PLAN_GAP_REL)
     result.solve_method = main.method
     return result

@@ -16,14 +16,17 @@ share of what is left (``solve_budget_s``), so work stops soon after the deadlin
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
+import functools
 import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -94,6 +97,8 @@ def guarded_estimator(base: Callable[..., T]) -> Callable[..., T]:
     if _current.get() is None:
         return base
 
+    # Declared a wrapper: the planner's cost floors follow ``base``'s formulas and still apply.
+    @functools.wraps(base)
     def estimator(*args: Any, **kwargs: Any) -> T:
         check_current()
         return base(*args, **kwargs)
@@ -129,8 +134,11 @@ class Lane:
         self._mean_s = 1.0
 
     def _semaphore(self) -> asyncio.Semaphore:
-        # Made on first use, inside the server's event loop.
+        # Made on first use, inside the server's event loop (asyncio is imported there: a CLI
+        # command that uses this module's budgets never loads it).
         if self._sem is None:
+            import asyncio
+
             self._sem = asyncio.Semaphore(self.workers)
         return self._sem
 
@@ -139,6 +147,8 @@ class Lane:
         return max(1, math.ceil(self._mean_s * backlog / self.workers))
 
     async def acquire(self, ticket: Ticket) -> None:
+        import asyncio
+
         sem = self._semaphore()
         if self.running >= self.workers and self.waiting >= self.queue:
             raise WorkRefused(self.name, self.retry_after_s())

@@ -120,6 +120,8 @@ def test_plan(client: TestClient) -> None:
     for a in p["assignments"]:
         runs[a["job"]] = runs.get(a["job"], 0) + a["runs"]
     assert runs == {"weekly-qlora": 48, "bert": 24}
+    # The request's time guard wraps the estimator, and the rental search's cost floors still apply.
+    assert p["rental_search"]["offers_skipped"] > 0 and p["rental_search"]["offers_priced"] > 0
 
 
 def test_recommend(client: TestClient) -> None:
