@@ -8,8 +8,9 @@ skypilot`` of that folder. For each request (GPU, count, clouds, spot):
 * SkyPilot: its optimizer (``sky.optimizer.Optimizer.optimize``, minimising cost), in-process in
   SkyPilot's own Python (``bench/skypilot_side.py``), ``--repeats`` calls per request;
 * gpucost: the restricted quote (that GPU, at most that count, those clouds, spot as asked, no
-  local builds) in-process (``service.answers.quote_answer``) and over HTTP against a real
-  ``gpucost serve`` on loopback; and the unrestricted quote (every provider, GPU and build);
+  local builds) in-process (``service.answers.quote_answer``, one request repeated in a tight
+  loop: a best case) and over HTTP against a real ``gpucost serve`` on loopback, on one kept-alive
+  connection; and the unrestricted quote (every provider, GPU and build);
 * prices: SkyPilot's pick against gpucost's cheapest offer of that GPU and count on those clouds
   (``GET /v1/offers``), with the reason for every difference. gpucost must never be dearer.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import http.client
 import json
 import os
 import shutil
@@ -116,7 +118,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def http(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+def fetch(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=120) as r:
@@ -132,12 +134,29 @@ def quote_body(r: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def time_http(base: str, body: dict[str, Any], n: int) -> tuple[list[float], Any]:
-    ans = http("POST", f"{base}/v1/quote", body)  # first call: estimates memoised from here on
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        ans = http("POST", f"{base}/v1/quote", body)
-        out.append(time.perf_counter() - t)
+    """``n`` quotes over one kept-alive HTTP/1.1 connection, as a web page or a script's HTTP
+    session sends them; each timed from the request's first byte to the parsed answer."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    data = json.dumps(body).encode()
+
+    def post() -> Any:
+        conn.request("POST", "/v1/quote", body=data, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        payload = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"/v1/quote answered {r.status}: {payload[:200]!r}")
+        return json.loads(payload)
+
+    try:
+        ans = post()  # first call: estimates memoised from here on
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            ans = post()
+            out.append(time.perf_counter() - t)
+    finally:
+        conn.close()
     return out, ans
 
 
@@ -251,7 +270,7 @@ def main() -> None:
     try:
         for _ in range(300):
             try:
-                http("GET", f"{base}/readyz")
+                fetch("GET", f"{base}/readyz")
                 break
             except OSError:
                 time.sleep(0.1)
@@ -263,7 +282,7 @@ def main() -> None:
             q = (f"{base}/v1/offers?gpu_count={r['count']}&provider={','.join(r['clouds'])}"
                  f"&spot={'true' if r['spot'] else 'false'}")
             types = set().union(*(sky_rows(args.catalog, c, r["gpu"], r["count"]) for c in r["clouds"]))
-            rows = [o for o in http("GET", q)["offers"] if same_accelerator(o, r["gpu"], types)]
+            rows = [o for o in fetch("GET", q)["offers"] if same_accelerator(o, r["gpu"], types)]
             r["gpucost_gpus"] = sorted({o["gpu"] for o in rows} | {r["gpu"]})
             cheapest.append(rows[0] if rows else None)
             for o in rows:

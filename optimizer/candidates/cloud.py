@@ -14,6 +14,7 @@ furthest in (VRAM, then host, then deadline, then budget).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,6 +25,8 @@ from optimizer.candidates.estimator import (
     _canonical,
     _estimate,
     _wanted_gpus,
+    default_estimator,
+    default_shardings,
     job_host,
 )
 from optimizer.candidates.rejections import (
@@ -42,6 +45,8 @@ from optimizer.candidates.rejections import (
     _deeper,
 )
 from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions, Pricing
+from optimizer.estimator.estimate import on_clear
+from optimizer.estimator.memo import LruMemo
 from optimizer.results import Estimate, Recipe
 from optimizer.estimator.workload import Constraints, Workload
 from pricing.offer import Offer
@@ -143,6 +148,60 @@ def _configs(
                 )
             )
     return out
+
+
+# A group's configurations for one workload follow from the workload and the hardware alone (with
+# the product's estimator and sharding choices), so they are kept across requests like the
+# estimates they are made of: bounded, least recently used out. Each entry holds the estimates it
+# read, which a request's own memo takes in, so what a quote reports it estimated does not change.
+CONFIGS_MEMO_SIZE = 8192
+_CONFIGS: LruMemo[tuple[object, ...], tuple[list[_Config], tuple[tuple[tuple[str, int, str | None], Estimate | str], ...]]] = (
+    LruMemo(CONFIGS_MEMO_SIZE)
+)
+
+
+def _reusable(estimator: Estimator, shardings: ShardingChoices) -> bool:
+    return inspect.unwrap(estimator) is default_estimator() and shardings is default_shardings()
+
+
+def _configs_of(
+    workload: Workload,
+    gpu: str,
+    gpus_per_node: float,
+    vram_gb: float,
+    *,
+    estimator: Estimator,
+    shardings: ShardingChoices,
+    max_nodes: int,
+    max_gpus: int,
+    quota: int | None,
+    memo: dict[tuple[str, int, str | None], Estimate | str],
+    fabric: bool,
+    setup_hours: float | None,
+    reuse: bool,
+) -> list[_Config]:
+    """``_configs``, from the memo of earlier requests where ``reuse`` (the product's estimator)."""
+    if not reuse:
+        return _configs(workload, gpu, gpus_per_node, vram_gb, estimator=estimator, shardings=shardings,
+                        max_nodes=max_nodes, max_gpus=max_gpus, quota=quota, memo=memo, fabric=fabric,
+                        setup_hours=setup_hours)
+    key = (workload.cache_key(), gpu, gpus_per_node, vram_gb, max_nodes, max_gpus, quota, fabric, setup_hours)
+
+    def compute() -> tuple[list[_Config], tuple[tuple[tuple[str, int, str | None], Estimate | str], ...]]:
+        read: dict[tuple[str, int, str | None], Estimate | str] = {}
+        cfgs = _configs(workload, gpu, gpus_per_node, vram_gb, estimator=estimator, shardings=shardings,
+                        max_nodes=max_nodes, max_gpus=max_gpus, quota=quota, memo=read, fabric=fabric,
+                        setup_hours=setup_hours)
+        return cfgs, tuple(read.items())
+
+    cfgs, read = _CONFIGS.get_or_compute(key, compute)
+    for k, est in read:
+        memo.setdefault(k, est)
+    return cfgs
+
+
+# Forgotten with the estimator's memos (``estimate.clear_cache``: after calibration changes).
+on_clear(_CONFIGS.clear)
 
 
 # ZeRO-3 / FSDP do ZeRO-2's work plus two all-gathers of the weights per micro-step: once ZeRO-2
@@ -280,15 +339,17 @@ def cloud_candidates(
     tally: RejectionTally,
     memo: dict[tuple[str, int, str | None], Estimate | str],
 ) -> tuple[list[Candidate], list[tuple[float, float, Offer, str, _Config, Pricing]], int]:
-    """Config-best candidates (for the ILP) and per-offer best rows (for ranking), plus the count of
-    feasible offers."""
+    """Config-best candidates that may be Pareto-optimal (for the ILP), per-offer best rows (for
+    ranking), and the count of feasible offers."""
     deadline = constraints.deadline_hours
     budget = constraints.budget_usd
     max_gpus = min(constraints.max_gpus or MAX_TOTAL_GPUS, MAX_TOTAL_GPUS)
-    config_best: list[Candidate] = []
+    # Each configuration's cheapest offer, as (cost, hours, offer, GPU, config, pricing) rows.
+    config_best: list[tuple[float, float, Offer, str, _Config, Pricing]] = []
     per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]] = []
     feasible_offers = 0
     pricings: list[Pricing] = ["on_demand", "spot"] if constraints.allow_spot else ["on_demand"]
+    reuse = _reusable(estimator, shardings)
 
     for group in _filter_offers(offers, constraints, tally).values():
         gpn = group.gpus_per_node
@@ -302,12 +363,12 @@ def cloud_candidates(
                 for o in members:
                     tally.add(TOO_MANY_GPUS, _offer_label(o))
                 continue
-            cfgs = _configs(
+            cfgs = _configs_of(
                 workload, group.gpu, gpn, group.vram_gb,
                 estimator=estimator, shardings=shardings,
                 max_nodes=assumptions.max_nodes, max_gpus=max_gpus,
                 quota=quotas.get(provider) if quotas and provider else None, memo=memo,
-                fabric=group.fabric, setup_hours=assumptions.setup_hours,
+                fabric=group.fabric, setup_hours=assumptions.setup_hours, reuse=reuse,
             )
             # Offer-independent reason of the best config-level attempt.
             base_reason: str | None = None
@@ -323,7 +384,32 @@ def cloud_candidates(
                 group.gpu, live, members, pricings, runs, deadline, budget, assumptions,
                 config_best, per_offer, tally,
             )
-    return config_best, per_offer, feasible_offers
+    frontier = [_cloud_candidate(o, gpu, cfg, p, runs, assumptions) for o, gpu, cfg, p in _frontier_rows(config_best)]
+    return frontier, per_offer, feasible_offers
+
+
+# Relative slack between a row's cost and hours as pricing computes them and as the candidate
+# recomputes them (the same arithmetic in another order): far above float error, far below a cent.
+_ROW_SLACK = 1e-7
+
+
+def _frontier_rows(
+    rows: list[tuple[float, float, Offer, str, _Config, Pricing]],
+) -> list[tuple[Offer, str, _Config, Pricing]]:
+    """The rows that may lie on the Pareto front of hours and cost (``candidates.pareto``), so only
+    those become candidates: a row is left out only when another is faster by more than the
+    slack and no dearer, so the exact front computed on the candidates made is the same."""
+    out: list[tuple[Offer, str, _Config, Pricing]] = []
+    ordered = sorted(rows, key=lambda r: (r[1], r[0]))
+    cheapest_before = float("inf")  # least cost among rows faster than the current one by the slack
+    j = 0
+    for cost, hours, o, gpu, cfg, p in ordered:
+        while j < len(ordered) and ordered[j][1] < hours * (1 - _ROW_SLACK) - _ROW_SLACK:
+            cheapest_before = min(cheapest_before, ordered[j][0])
+            j += 1
+        if cost <= cheapest_before * (1 + _ROW_SLACK) + _ROW_SLACK:
+            out.append((o, gpu, cfg, p))
+    return out
 
 
 def _price_group(
@@ -335,7 +421,7 @@ def _price_group(
     deadline: float | None,
     budget: float | None,
     a: CostAssumptions,
-    config_best: list[Candidate],
+    config_best: list[tuple[float, float, Offer, str, _Config, Pricing]],
     per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]],
     tally: RejectionTally,
 ) -> int:
@@ -410,8 +496,8 @@ def _price_group(
             continue
         feasible += 1
         per_offer.append((best[0], best[1], o, gpu, cfgs[best[2]], best[3]))
-    for (i, p), (_, o) in best_for_cfg.items():
-        config_best.append(_cloud_candidate(o, gpu, cfgs[i], p, runs, a))
+    for (i, p), (cost, o) in best_for_cfg.items():
+        config_best.append((cost, wall[(i, p)], o, gpu, cfgs[i], p))
     return feasible
 
 

@@ -6,7 +6,7 @@ so results are memoized on ``Workload.cache_key()``.
 
 from __future__ import annotations
 
-
+from collections.abc import Callable
 from functools import lru_cache
 
 from optimizer.errors import InvalidInput
@@ -340,11 +340,21 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Esti
     return est.model_copy(update={"recipe": t.recipe})
 
 
+_ON_CLEAR: list[Callable[[], None]] = []
+
+
+def on_clear(forget: Callable[[], None]) -> None:
+    """Have ``clear_cache`` also call ``forget``: for memos of figures derived from estimates."""
+    _ON_CLEAR.append(forget)
+
+
 def clear_cache() -> None:
-    """Forget memoized estimates (after calibration constants change)."""
+    """Forget memoized estimates, and what was derived from them (after calibration constants change)."""
     _CACHE.clear()
     _FITTED.clear()
     _PEAK.clear()
+    for forget in _ON_CLEAR:
+        forget()
 
 
 def choose_sharding(workload: Workload, gpu: str, gpu_count: int) -> str:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pricing.store.repository import PriceStore
 
 
-def get_app_settings(request: Request) -> Settings:
+async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
@@ -36,7 +36,13 @@ def get_store_for(app: Any) -> PriceStore:
     return store  # type: ignore[no-any-return]
 
 
-def get_store(request: Request) -> PriceStore:
+async def get_store(request: Request) -> PriceStore:
+    # Opened once off the event loop (creating and seeding a store takes seconds); afterwards a
+    # lookup, answered on the loop: a sync dependency would cost every request a thread hop.
+    if getattr(request.app.state, "store", None) is None:
+        import anyio
+
+        return await anyio.to_thread.run_sync(get_store_for, request.app)
     return get_store_for(request.app)
 
 

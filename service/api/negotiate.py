@@ -76,7 +76,9 @@ def respond(
 ) -> BaseModel | Response:
     """``result`` as JSON (the response model), Markdown, or the chart drawn in ``fmt``."""
     if fmt == "json":
-        return result
+        # Serialised here, once: the result is already its response model, and FastAPI would
+        # dump it, validate it again and dump it once more (for a sync route, on a worker thread).
+        return Response(result.model_dump_json(), media_type=MEDIA_TYPES["json"])
     if fmt == "markdown":
         return Response(markdown(result), media_type="text/markdown; charset=utf-8")
     if chart is None:  # guarded by the route's Literal; kept for a route that forgets
