@@ -4,7 +4,8 @@ A CLI quote that opens the store the full way spends most of its time importing 
 loading every offer and pruning them, all to look at a few hundred. So after a full answer on a
 snapshot, the offer index that answer used (``OfferIndex.prepared()``: only the offers a view can
 return, with the counts and price levels of all of them) and the local builds are written to a
-file next to the SQLite store, named by the snapshot id. A later command reads which snapshots
+file next to the SQLite store, named by the snapshot id; the index for views naming regions, four
+times larger, goes to a second file that only such a quote reads. A later command reads which snapshots
 are current with ``pricing.store.peek`` (plain ``sqlite3``), and when the file of that id is
 there it answers from it: the same offers, builds and dates, so the same answer.
 
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FORMAT = 1
-FILES_KEPT = 4
+SNAPSHOTS_KEPT = 4
 # Modules whose code decides what a prepared file holds and means.
 _SHAPING = ("optimizer.candidates.offer_groups", "optimizer.candidates.estimator", "optimizer.estimator.gpus",
             "optimizer.price_warnings", "pricing.offer", __name__)
@@ -71,39 +72,56 @@ def folder_of(db_file: Path) -> Path:
     return db_file.with_name(db_file.name + ".prepared")
 
 
-def file_of(db_file: Path, snapshot_id: str) -> Path:
-    return folder_of(db_file) / f"{snapshot_id}-{_code_digest()}.pickle"
+def file_of(db_file: Path, snapshot_id: str, part: str = "") -> Path:
+    """The snapshot's file: the views without regions and the builds (``part`` empty), or the
+    index for views naming regions (``part="regions"``), read only by such a quote."""
+    suffix = f".{part}" if part else ""
+    return folder_of(db_file) / f"{snapshot_id}-{_code_digest()}{suffix}.pickle"
 
 
 def load(db_file: Path, snapshot_id: str) -> Prepared | None:
     """The prepared file of ``snapshot_id``; None when there is none. A damaged one is removed,
     so the command's full answer writes it again."""
-    path = file_of(db_file, snapshot_id)
+    found = _read(file_of(db_file, snapshot_id))
+    return found if isinstance(found, Prepared) else None
+
+
+def load_regions(db_file: Path, snapshot_id: str) -> OfferIndex | None:
+    found = _read(file_of(db_file, snapshot_id, "regions"))
+    return found if isinstance(found, OfferIndex) else None
+
+
+def _read(path: Path) -> object | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
     try:
-        prepared = pickle.loads(data)
+        return pickle.loads(data)
     except Exception:  # noqa: BLE001 - any damage means: prepare it again
-        prepared = None
-    if isinstance(prepared, Prepared):
-        return prepared
+        pass
     logger.warning("removing an unreadable prepared snapshot %s", path)
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
     return None
 
 
-def save(db_file: Path, snapshot_id: str, prepared: Prepared) -> Path | None:
+def save(db_file: Path, snapshot_id: str, prepared: Prepared, regions: OfferIndex) -> Path | None:
+    """Write both files; None where the folder cannot be written."""
+    for part, content in (("regions", regions), ("", prepared)):  # the one readers look for last
+        if _write(db_file, file_of(db_file, snapshot_id, part), content) is None:
+            return None
+    return file_of(db_file, snapshot_id)
+
+
+def _write(db_file: Path, target: Path, content: object) -> Path | None:
     """Write atomically (readers see the old file or the new one); keep the newest few."""
-    folder = folder_of(db_file)
-    target = file_of(db_file, snapshot_id)
+    folder = target.parent
     try:
         folder.mkdir(exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".tmp-", delete=False) as tmp:
             try:
-                pickle.dump(prepared, tmp, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(content, tmp, protocol=pickle.HIGHEST_PROTOCOL)
                 tmp.flush()
                 # Readable by whoever may read the store (a temporary file starts private).
                 os.chmod(tmp.name, db_file.stat().st_mode & 0o666)
@@ -112,7 +130,7 @@ def save(db_file: Path, snapshot_id: str, prepared: Prepared) -> Path | None:
                 raise
         os.replace(tmp.name, target)
         files = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in files[FILES_KEPT:]:
+        for old in files[2 * SNAPSHOTS_KEPT:]:
             old.unlink(missing_ok=True)
     except OSError as exc:  # a read-only folder: answers stay right, only slower
         logger.info("cannot keep a prepared snapshot in %s: %s", folder, exc)
@@ -124,14 +142,16 @@ class PreparedReader:
     """The reads a quote makes of ``PriceStore`` (same names, same values), answered from a
     prepared snapshot; anything else opens the store the full way."""
 
-    def __init__(self, currents: list[Current], snapshot: str, prepared: Prepared, view: PriceView,
+    def __init__(self, db_file: Path, currents: list[Current], snapshot: str, prepared: Prepared, view: PriceView,
                  open_full: Callable[[], PriceStore]) -> None:
+        self._db_file = db_file
         self._currents = currents
         self._snapshot = snapshot
         self._prepared = prepared
         self._open_full = open_full
         self._full: PriceStore | None = None
         self.price_view: PriceView | None = view
+        prepared.index.fall_back_to(self._regions_index)
         remember_index(snapshot, prepared.index)
 
     def current(self) -> PreparedReader:
@@ -153,7 +173,15 @@ class PreparedReader:
         return self._full_store().local_build(build_id)  # the store's error, with close names
 
     def all_offers(self) -> list[Offer]:
-        return self._full_store().all_offers()
+        """Every offer of the snapshots this reader answers for (the store keeps past snapshots,
+        so a refresh meanwhile changes nothing here)."""
+        from pricing.store.reads import CurrentPrices
+
+        return CurrentPrices(self._full_store(), self._currents).all_offers()
+
+    def _regions_index(self) -> OfferIndex:
+        found = load_regions(self._db_file, self._snapshot)
+        return found if found is not None else OfferIndex.build(self.all_offers())
 
     def _full_store(self) -> PriceStore:
         if self._full is None:
@@ -172,7 +200,7 @@ def open_reader(db_url: str | None, view: PriceView, open_full: Callable[[], Pri
     prepared = load(path, snapshot)
     if prepared is None:
         return open_full()
-    return PreparedReader(currents, snapshot, prepared, view, open_full)
+    return PreparedReader(path, currents, snapshot, prepared, view, open_full)
 
 
 def keep_prepared(store: PriceStore | PreparedReader, db_url: str | None) -> Path | None:
@@ -186,5 +214,6 @@ def keep_prepared(store: PriceStore | PreparedReader, db_url: str | None) -> Pat
     snapshot = current.snapshot_id()
     if file_of(path, snapshot).is_file():
         return None
-    index = index_for(snapshot, current.all_offers).prepared()
-    return save(path, snapshot, Prepared(index=index, builds=current.local_builds()))
+    index = index_for(snapshot, current.all_offers)
+    return save(path, snapshot, Prepared(index=index.prepared(regions=False), builds=current.local_builds()),
+                index.prepared())

@@ -117,6 +117,11 @@ class OfferIndex:
             self._cell_example.setdefault(c, _label(self.offers[i]))
         self._frontiers: dict[tuple[bool, bool], _Frontier] = {}
         self._total = len(self.offers)
+        # A prepared index holds only its frontiers' offers: it cannot compute another frontier,
+        # and asks ``_fuller`` (if set) for an index that can.
+        self._complete = True
+        self._fuller: Callable[[], OfferIndex] | None = None
+        self._fuller_made: OfferIndex | None = None
         self._views: OrderedDict[tuple[object, ...], OfferView] = OrderedDict()
         self._lock = threading.RLock()
 
@@ -127,15 +132,18 @@ class OfferIndex:
     def __len__(self) -> int:
         return self._total
 
-    def prepared(self) -> OfferIndex:
-        """The same index with its four frontiers and the catalog's usual price levels computed,
-        holding only the offers some view can return. Its views equal this index's views (offers,
+    def prepared(self, regions: bool = True) -> OfferIndex:
+        """The same index with its frontiers and the catalog's usual price levels computed, holding
+        only the offers some view can return: every view, or with ``regions=False`` those that
+        name no regions (a quarter of the offers). Its views equal this index's views (offers,
         what is left out and why, the total); it is what gets stored per snapshot."""
-        for by_region in (False, True):
+        levels = (False, True) if regions else (False,)
+        for by_region in levels:
             for spot in (False, True):
                 self._frontier(by_region, spot)
         usual_levels(self.offers, set())  # fills the catalog's memo of levels
-        used = sorted({i for f in self._frontiers.values() for kept in f.kept.values() for i in kept})
+        chosen = {k: f for k, f in self._frontiers.items() if k[0] in levels}
+        used = sorted({i for f in chosen.values() for kept in f.kept.values() for i in kept})
         new_of = {old: new for new, old in enumerate(used)}
         out = OfferIndex([])
         out.offers = OfferList(self.offers[i] for i in used)
@@ -145,24 +153,32 @@ class OfferIndex:
         out._cell_total = dict(self._cell_total)
         out._cell_example = dict(self._cell_example)
         out._total = self._total
+        out._complete = False
         out._frontiers = {
             key: _Frontier(
                 kept={cell: [new_of[i] for i in kept] for cell, kept in f.kept.items()},
                 dominated=dict(f.dominated), no_price=dict(f.no_price), examples=dict(f.examples),
             )
-            for key, f in self._frontiers.items()
+            for key, f in chosen.items()
         }
         return out
 
+    def fall_back_to(self, fuller: Callable[[], OfferIndex]) -> None:
+        """Where this prepared index lacks a frontier, answer from ``fuller()`` (asked once)."""
+        self._fuller = fuller
+
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
-        del state["_lock"], state["_views"]  # a lock does not pickle; views are rebuilt on use
+        # A lock does not pickle; views are rebuilt on use; the fallback belongs to its process.
+        del state["_lock"], state["_views"], state["_fuller"], state["_fuller_made"]
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._views = OrderedDict()
         self._lock = threading.RLock()
+        self._fuller = None
+        self._fuller_made = None
 
     # -- frontiers ----------------------------------------------------------------------------
 
@@ -233,6 +249,8 @@ class OfferIndex:
         c = constraints or Constraints()
         providers = frozenset(p.lower() for p in c.providers) if c.providers else None
         regions = frozenset(c.regions) if c.regions else None
+        if not self._complete and (regions is not None, bool(c.allow_spot)) not in self._frontiers:
+            return self._fuller_index().view(constraints)
         gpus = frozenset(_wanted(c) or ()) or None
         key = (providers, regions, gpus, bool(c.allow_spot))
         with self._lock:
@@ -246,6 +264,14 @@ class OfferIndex:
             while len(self._views) > VIEWS_KEPT:
                 self._views.popitem(last=False)
         return out
+
+    def _fuller_index(self) -> OfferIndex:
+        with self._lock:
+            if self._fuller_made is None:
+                if self._fuller is None:
+                    raise LookupError("this prepared index has no view naming regions, and nowhere to fall back to")
+                self._fuller_made = self._fuller()
+            return self._fuller_made
 
     def view_offers(self, constraints: Constraints | None = None) -> list[Offer]:
         return self.view(constraints).offers

@@ -49,7 +49,12 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _prepared_files(db: Path) -> list[Path]:
-    return sorted(folder_of(db).glob("*.pickle"))
+    """The snapshot files a quote reads first (the views naming regions have a file of their own)."""
+    return sorted(p for p in folder_of(db).glob("*.pickle") if not p.name.endswith(".regions.pickle"))
+
+
+def _regions_files(db: Path) -> list[Path]:
+    return sorted(folder_of(db).glob("*.regions.pickle"))
 
 
 def test_second_quote_answers_from_the_prepared_snapshot_without_the_orm(tmp_path: Path) -> None:
@@ -73,6 +78,13 @@ def test_second_quote_answers_from_the_prepared_snapshot_without_the_orm(tmp_pat
         fast, loaded = _quote(env, *QUOTE, *extra)
         assert loaded == []
         assert _same(full, fast), extra
+    # A quote naming regions reads their file; without it, the store's offers of the same snapshot.
+    region = ["--region", "us-east-1,us-central1"]
+    (regions,) = _regions_files(db)
+    with_file, _ = _quote(env, *QUOTE, *region)
+    regions.unlink()
+    without, loaded = _quote(env, *QUOTE, *region)
+    assert "sqlalchemy" in loaded and _same(with_file, without)
 
 
 def test_new_prices_are_never_answered_from_an_older_prepared_snapshot(tmp_path: Path) -> None:

@@ -125,3 +125,25 @@ def test_prepared_index_answers_every_view_as_the_full_one_and_survives_pickling
         assert a.left_out == b.left_out and a.total == b.total, c
         wanted = {(o.provider, o.gpu) for o in a.offers}
         assert usual_levels(b.catalog, wanted) == usual_levels(list(full.offers), wanted)
+
+
+def test_index_prepared_without_regions_falls_back_for_views_that_name_them() -> None:
+    import pickle
+
+    from pricing.snapshot.loader import load_bundled
+
+    full = OfferIndex.build(load_bundled().offers)
+    small = pickle.loads(pickle.dumps(full.prepared(regions=False)))
+    assert len(small.offers) < len(full.prepared().offers) // 2
+    for c in (Constraints(), Constraints(allow_spot=True), Constraints(providers=["aws"], gpus=["A100"])):
+        assert [o.model_dump() for o in small.view(c).offers] == [o.model_dump() for o in full.view(c).offers]
+    named = Constraints(regions=[full.offers[0].region])
+    with pytest.raises(LookupError):
+        small.view(named)  # no frontier for it, and nowhere to get one
+    asked: list[int] = []
+    small.fall_back_to(lambda: asked.append(1) or full)  # type: ignore[func-returns-value]
+    for _ in range(2):
+        got, want = small.view(named), full.view(named)
+        assert [o.model_dump() for o in got.offers] == [o.model_dump() for o in want.offers]
+        assert got.left_out == want.left_out
+    assert asked == [1]  # asked once
