@@ -98,9 +98,8 @@ def _read(path: Path) -> object | None:
         return None
     try:
         return pickle.loads(data)
-    except Exception:  # noqa: BLE001 - any damage means: prepare it again
-        pass
-    logger.warning("removing an unreadable prepared snapshot %s", path)
+    except Exception as exc:  # noqa: BLE001 - any damage means: prepare it again
+        logger.warning("removing an unreadable prepared snapshot %s: %s", path, exc)
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
     return None
