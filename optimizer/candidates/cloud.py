@@ -15,7 +15,7 @@ furthest in (VRAM, then host, then deadline, then budget).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from optimizer import costs
@@ -44,11 +44,17 @@ from optimizer.candidates.rejections import (
     RejectionTally,
     _deeper,
 )
-from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions, Pricing
+from optimizer.candidates.types import (
+    GIB_PER_GB,
+    MAX_TOTAL_GPUS,
+    Candidate,
+    CostAssumptions,
+    Pricing,
+)
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.memo import LruMemo
-from optimizer.results import Estimate, Recipe
 from optimizer.estimator.workload import Constraints, Workload
+from optimizer.results import Estimate, Recipe
 from pricing.offer import Offer
 
 MIN_GPUS_FOR_MULTI_NODE = 8
@@ -158,44 +164,23 @@ def _configs(
 # whose estimates the estimator's own memo still holds: at 8,192 the entries kept estimates alive
 # that it had let go, and bench/footprint.py saw the server 94 MB larger after 200 distinct quotes.
 CONFIGS_MEMO_SIZE = 2048
-_CONFIGS: LruMemo[tuple[object, ...], tuple[list[_Config], tuple[tuple[tuple[str, int, str | None], Estimate | str], ...]]] = (
-    LruMemo(CONFIGS_MEMO_SIZE)
-)
+_EstimateKey = tuple[str, int, str | None]
+_Memo = dict[_EstimateKey, Estimate | str]
+_KeptConfigs = tuple[list[_Config], tuple[tuple[_EstimateKey, Estimate | str], ...]]
+_CONFIGS: LruMemo[tuple[object, ...], _KeptConfigs] = LruMemo(CONFIGS_MEMO_SIZE)
 
 
 def _reusable(estimator: Estimator, shardings: ShardingChoices) -> bool:
     return inspect.unwrap(estimator) is default_estimator() and shardings is default_shardings()
 
 
-def _configs_of(
-    workload: Workload,
-    gpu: str,
-    gpus_per_node: float,
-    vram_gb: float,
-    *,
-    estimator: Estimator,
-    shardings: ShardingChoices,
-    max_nodes: int,
-    max_gpus: int,
-    quota: int | None,
-    memo: dict[tuple[str, int, str | None], Estimate | str],
-    fabric: bool,
-    setup_hours: float | None,
-    reuse: bool,
-) -> list[_Config]:
-    """``_configs``, from the memo of earlier requests where ``reuse`` (the product's estimator)."""
-    if not reuse:
-        return _configs(workload, gpu, gpus_per_node, vram_gb, estimator=estimator, shardings=shardings,
-                        max_nodes=max_nodes, max_gpus=max_gpus, quota=quota, memo=memo, fabric=fabric,
-                        setup_hours=setup_hours)
-    key = (workload.cache_key(), gpu, gpus_per_node, vram_gb, max_nodes, max_gpus, quota, fabric, setup_hours)
+def _kept(key: tuple[object, ...], make: Callable[[_Memo], list[_Config]], memo: _Memo) -> list[_Config]:
+    """``make(memo)`` from what earlier requests kept under ``key``; the estimates it read go into
+    ``memo`` either way."""
 
-    def compute() -> tuple[list[_Config], tuple[tuple[tuple[str, int, str | None], Estimate | str], ...]]:
-        read: dict[tuple[str, int, str | None], Estimate | str] = {}
-        cfgs = _configs(workload, gpu, gpus_per_node, vram_gb, estimator=estimator, shardings=shardings,
-                        max_nodes=max_nodes, max_gpus=max_gpus, quota=quota, memo=read, fabric=fabric,
-                        setup_hours=setup_hours)
-        return cfgs, tuple(read.items())
+    def compute() -> _KeptConfigs:
+        read: _Memo = {}
+        return make(read), tuple(read.items())
 
     cfgs, read = _CONFIGS.get_or_compute(key, compute)
     for k, est in read:
@@ -366,13 +351,18 @@ def cloud_candidates(
                 for o in members:
                     tally.add(TOO_MANY_GPUS, _offer_label(o))
                 continue
-            cfgs = _configs_of(
-                workload, group.gpu, gpn, group.vram_gb,
-                estimator=estimator, shardings=shardings,
-                max_nodes=assumptions.max_nodes, max_gpus=max_gpus,
-                quota=quotas.get(provider) if quotas and provider else None, memo=memo,
-                fabric=group.fabric, setup_hours=assumptions.setup_hours, reuse=reuse,
-            )
+            quota = quotas.get(provider) if quotas and provider else None
+
+            def make(m: _Memo, g: _Group = group, gpn: float = gpn, quota: int | None = quota) -> list[_Config]:
+                return _configs(
+                    workload, g.gpu, gpn, g.vram_gb, estimator=estimator, shardings=shardings,
+                    max_nodes=assumptions.max_nodes, max_gpus=max_gpus, quota=quota, memo=m,
+                    fabric=g.fabric, setup_hours=assumptions.setup_hours,
+                )
+
+            key = (workload.cache_key(), group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
+                   group.fabric, assumptions.setup_hours)
+            cfgs = _kept(key, make, memo) if reuse else make(memo)
             # Offer-independent reason of the best config-level attempt.
             base_reason: str | None = None
             for c in cfgs:
