@@ -7,6 +7,7 @@ response cannot drift apart.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -71,11 +72,24 @@ def estimate_answer(req: EstimateRequest) -> Estimate:
     return estimate(req.workload, req.gpu, req.gpu_count, suggest=True)
 
 
-def offer_view(store: Current, constraints: Constraints, snapshot_id: str | None = None) -> OfferView:
-    """The offers a decision under ``constraints`` must look at: dominated ones set aside, once per
-    snapshot (``optimizer.candidates.offer_groups``); the cheapest answer is the same as on all."""
-    sid = snapshot_id or store.snapshot_id()
-    return index_for(sid, store.all_offers).view(constraints)
+@dataclass(frozen=True)
+class _Inputs:
+    """What quote, frontier and plan start from: the constraints with their electricity price, one
+    read of the current snapshots, its id, and the offers a decision under those constraints must
+    look at (dominated ones set aside once per snapshot, ``optimizer.candidates.offer_groups``; the
+    cheapest answer is the same as on all)."""
+
+    constraints: Constraints
+    store: Current
+    snapshot_id: str
+    view: OfferView
+
+
+def _inputs(constraints: Constraints, prices: Prices) -> _Inputs:
+    powered = _powered(constraints)
+    store = prices.current()
+    sid = store.snapshot_id()
+    return _Inputs(powered, store, sid, index_for(sid, store.all_offers).view(powered))
 
 
 def _stale_after_days(store: Current) -> float:
@@ -94,15 +108,13 @@ def _powered(constraints: Constraints) -> Constraints:
 
 
 def quote_answer(req: QuoteRequest, prices: Prices) -> Quote:
-    req = req.model_copy(update={"constraints": _powered(req.constraints)})
-    store = prices.current()
-    sid = store.snapshot_id()
-    view = offer_view(store, req.constraints, sid)
+    got = _inputs(req.constraints, prices)
+    store, view = got.store, got.view
     # Without local builds asked for, their store read is skipped (a query per request).
-    builds = store.local_builds() if req.constraints.include_local else []
+    builds = store.local_builds() if got.constraints.include_local else []
     q = quote(
-        req.workload, req.constraints, view.offers, builds,
-        runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=sid,
+        req.workload, got.constraints, view.offers, builds,
+        runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=got.snapshot_id,
         price_reference=view.catalog, stale_after_days=_stale_after_days(store),
         estimator=guarded_estimator(estimate), time_limit_s=solve_budget_s(DEFAULT_TIME_LIMIT_S, 1),
     )
@@ -120,12 +132,10 @@ def frontier_answer(req: QuoteRequest, prices: Prices) -> FrontierResult:
     done, answer = offloaded("frontier", req)
     if done:
         return answer  # type: ignore[no-any-return]
-    req = req.model_copy(update={"constraints": _powered(req.constraints)})
-    store = prices.current()
-    sid = store.snapshot_id()
+    got = _inputs(req.constraints, prices)
     return frontier(
-        req.workload, req.constraints, offer_view(store, req.constraints, sid).offers, store.local_builds(),
-        runs=req.runs, prices_as_of=store.prices_as_of(), snapshot_id=sid,
+        req.workload, got.constraints, got.view.offers, got.store.local_builds(),
+        runs=req.runs, prices_as_of=got.store.prices_as_of(), snapshot_id=got.snapshot_id,
         estimator=guarded_estimator(estimate),
     )
 
@@ -151,13 +161,11 @@ def plan_answer(req: PlanRequest, prices: Prices) -> PlanResult:
     done, answer = offloaded("plan", req)
     if done:
         return answer  # type: ignore[no-any-return]
-    req = req.model_copy(update={"constraints": _powered(req.constraints)})
-    store = prices.current()
-    sid = store.snapshot_id()
+    got = _inputs(req.constraints, prices)
     return plan(
-        req.jobs, req.horizon_months, req.constraints, offer_view(store, req.constraints, sid).offers,
-        store.local_builds(), capex_budget_usd=req.capex_budget_usd, prices_as_of=store.prices_as_of(),
-        snapshot_id=sid, estimator=guarded_estimator(estimate),
+        req.jobs, req.horizon_months, got.constraints, got.view.offers,
+        got.store.local_builds(), capex_budget_usd=req.capex_budget_usd, prices_as_of=got.store.prices_as_of(),
+        snapshot_id=got.snapshot_id, estimator=guarded_estimator(estimate),
         # One limit for the whole request: the plan, all-cloud and all-local solves share it.
         time_limit_s=solve_budget_s(req.time_limit_s, PLAN_SOLVES),
     )

@@ -16,6 +16,7 @@ from optimizer.estimator.workload import Workload
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from pricing.price_view import PriceView
     from pricing.store.repository import PriceStore
     from service.prepared import PreparedReader
 
@@ -125,12 +126,14 @@ def write_charts(draw: Callable[[str], bytes], png: Path | None, svg: Path | Non
                 raise InvalidInput(f"--{fmt}", f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def open_store_from_settings() -> PriceStore:
+def open_store_from_settings(view: PriceView | None = None) -> PriceStore:
+    """The store the settings name, answering through their price view (``view``, if already read)."""
     from pricing.store.repository import open_store
     from service.settings import get_settings
 
     settings = get_settings()
-    view = settings.price_view()  # before opening: a bad price book is an error naming the file
+    if view is None:
+        view = settings.price_view()  # before opening: a bad price book is an error naming the file
     store = open_store(settings.db_url)
     store.price_view = view
     return store
@@ -143,7 +146,8 @@ def open_reader_from_settings() -> PriceStore | PreparedReader:
     from service.settings import get_settings
 
     settings = get_settings()
-    return open_reader(settings.db_url, settings.price_view(), open_store_from_settings)
+    view = settings.price_view()  # read once, for the prepared snapshot's id and the full store alike
+    return open_reader(settings.db_url, view, lambda: open_store_from_settings(view))
 
 
 def keep_prepared_snapshot(store: PriceStore | PreparedReader) -> None:
