@@ -33,7 +33,7 @@ from optimizer.estimator.workload import Constraints, Workload
 from optimizer.ilp.solve import solver_name
 from optimizer.plan import PlanJobInput, plan
 from optimizer.quote import quote
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.snapshot.loader import load_bundled
 
 MODELS = ["llama-3-8b", "qwen2.5-7b", "mistral-7b", "qwen2.5-3b", "qwen2.5-1.5b", "qwen2.5-0.5b", "gpt2",

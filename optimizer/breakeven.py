@@ -37,7 +37,7 @@ from optimizer.errors import InvalidInput
 from optimizer.explain import rejected_groups, to_option
 from optimizer.results import Option
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 ELECTRICITY_FACTORS = (0.5, 1.0, 1.5, 2.0)
 UTILIZATION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -15,7 +15,7 @@ from optimizer.candidates import CostAssumptions, Estimator, ShardingChoices, de
 from optimizer.explain import rejected_groups, to_option
 from optimizer.results import Option, RejectedGroup
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 
 class FrontierPoint(BaseModel):

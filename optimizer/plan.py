@@ -44,7 +44,7 @@ from optimizer.ilp.portfolio import (
 from optimizer.ilp.portfolio_solve import PLAN_GAP_REL, PortfolioSolve, solve_portfolio
 from optimizer.ilp.solve import SolveResult
 from optimizer.results import RejectedGroup, SolverInfo
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 RENTALS_PER_JOB = 3
 # The rental search first prices the offers whose cost floor is within this factor of the lowest

@@ -19,7 +19,7 @@ from datetime import datetime
 from statistics import median
 
 from optimizer.results import Option
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 DEFAULT_STALE_AFTER_DAYS = 3.0
 FAR_FACTOR = 2.0  # on demand: more than 2x or under 1/2 the provider's median for the GPU

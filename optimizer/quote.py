@@ -16,7 +16,7 @@ from optimizer.ilp.solve import solve
 from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS, price_warnings
 from optimizer.results import Quote
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 DEFAULT_TIME_LIMIT_S = 10.0
 

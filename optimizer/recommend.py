@@ -32,7 +32,7 @@ from optimizer.estimator.gpus import find_gpu, gpu_spec
 from optimizer.estimator.host import disk_read_share, predicted_gpu_utilization
 from optimizer.results import Estimate, Option, RejectedGroup
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer, Part
+from optimizer.offer import LocalBuild, Offer, Part
 
 MIN_CPU_CORES = 8  # seeds 000 and 001: >= 8 cores / 16 threads
 MIN_RAM_GB = 32.0  # seeds 000 and 001: 32 GB minimum

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from optimizer.errors import InvalidInput
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 _CODE = re.compile(r"^[A-Z]{3}$")
 # What a converted offer's source says; kept in one place so readers of ``source`` can find it.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from optimizer.errors import InvalidInput
 from pricing.currency import RateTable, convert_offers, rate_table
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.pricebook import PriceBook, apply_price_book, load_price_book
 
 

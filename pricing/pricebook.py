@@ -49,7 +49,7 @@ from pydantic import (
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator.gpus import canonical_gpu, gpu_spec
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 ONPREM_PROVIDER = "onprem"
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from optimizer.errors import InvalidInput, MissingCredentials, ProviderError, StoreError
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.source import PriceSource, RawSnapshot, SourceSettings, registered_sources
 from pricing.store.leases import REFRESH_LEASE
 from pricing.store.repository import PriceStore, SnapshotInfo

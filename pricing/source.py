@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 
 @dataclass(frozen=True)

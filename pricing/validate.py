@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from optimizer.errors import ProviderError
 from optimizer.estimator.gpus import find_gpu
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 # USD per GPU-hour. Across the SkyPilot catalog (v6-v8) per-GPU on-demand prices run from about
 # $0.09 (vast RTX 3060 median) to $17.80 (aws p-family); these bounds sit an order of magnitude

@@ -19,7 +19,7 @@ from optimizer.estimator.workload import Constraints
 from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
 from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
 from pricing.electricity import resolve_usd_per_kwh
-from pricing.offer import LocalBuild, Offer, Part
+from optimizer.offer import LocalBuild, Offer, Part
 from service.api.limits import guarded_estimator, solve_budget_s
 from service.schemas import (
     BreakevenRequest,

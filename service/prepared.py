@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from optimizer.candidates.offer_groups import OfferIndex, index_for, remember_index
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.price_view import PriceView
 from pricing.store.peek import (
     Current,
@@ -51,7 +51,7 @@ FORMAT = 1
 SNAPSHOTS_KEPT = 4
 # Modules whose code decides what a prepared file holds and means.
 _SHAPING = ("optimizer.candidates.offer_groups", "optimizer.candidates.estimator", "optimizer.estimator.gpus",
-            "optimizer.price_warnings", "pricing.offer", __name__)
+            "optimizer.price_warnings", "optimizer.offer", __name__)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from optimizer.results import (
     SolverInfo,
 )
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.status import ProviderStatus
 
 __all__ = [

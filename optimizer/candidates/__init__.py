@@ -46,7 +46,7 @@ from optimizer.candidates.types import (
 )
 from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 
 __all__ = [
     "EXCLUDED",

@@ -48,7 +48,7 @@ from optimizer.estimator.throughput import (
     training_flops_per_token,
 )
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 # Estimate hours are rounded to 4 decimals (``estimate._round(hours, 4)``): at most half a unit low.
 ROUNDING_SLACK_HOURS = 5e-5
@@ -74,7 +74,7 @@ def rental_floor_usd(
 ) -> float:
     """Least ``offer`` can cost per run for a job of at least ``gpu_hours`` GPU-hours (see module doc).
 
-    Offers hold positive prices and GPU counts and non-negative storage rates (``pricing.offer``).
+    Offers hold positive prices and GPU counts and non-negative storage rates (``optimizer.offer``).
     """
     gpn = float(offer.gpu_count)
     # The largest configuration an offer can run: its nodes, or the one partition.

@@ -55,7 +55,7 @@ from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.results import Estimate, Recipe
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 MIN_GPUS_FOR_MULTI_NODE = 8
 

@@ -30,7 +30,7 @@ from optimizer.candidates.rejections import (
 from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions
 from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild
+from optimizer.offer import LocalBuild
 
 
 def local_candidates(

@@ -42,7 +42,7 @@ from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
 from optimizer.price_warnings import usual_levels
 from optimizer.results import RejectedGroup
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 DOMINATED = "dominated (an offer of the same GPU and provider costs no more with at least its vCPUs and RAM)"
 MAX_EXAMPLES = 3

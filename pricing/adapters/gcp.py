@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from optimizer.estimator.gpus import find_gpu, gpu_spec
 from pricing.errors import MissingCredentials, ProviderError
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.source import RawSnapshot, SourceSettings, register
 
 COMPUTE_SERVICE = "services/6F81-5844-456A"

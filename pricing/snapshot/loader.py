@@ -28,7 +28,7 @@ from typing import Any
 from pricing.adapters.autodl import bundled_folder, newest_snapshot, offers_from_csv
 from pricing.adapters.local import all_builds, bundled_parts
 from pricing.currency import bundled_rates, convert_offers
-from pricing.offer import LocalBuild, Offer, Part
+from optimizer.offer import LocalBuild, Offer, Part
 
 SNAPSHOT_COLUMNS = [
     "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_vram_gb", "vcpus", "ram_gb",

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator.gpus import canonical_gpu
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.price_view import PriceView
 from pricing.store.peek import CURRENT_SQL, Current, currents_from, snapshot_key
 from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers

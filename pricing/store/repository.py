@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from optimizer.errors import StoreError
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.store.health import Health, plain_error
 from pricing.store.history import History
 from pricing.store.leases import Leases

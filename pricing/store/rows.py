@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.store.schema import (
     LeaseRow,
     LocalBuildRow,

@@ -15,7 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.store.peek import MIGRATIONS_DIR, script_head
 
 
@@ -130,4 +130,4 @@ def migrate(engine: Engine) -> None:
         # Replicas starting together: one migrates, the others wait and find it done.
         _lock(conn, "gpucost:migrate")
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, "heads")

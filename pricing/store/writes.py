@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from optimizer.errors import InvalidInput
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.store.rows import _build_row, _builds, _offer_row, _offers, _runs, _snap, _status, content_hash
 from pricing.store.setup import _lock
 from pricing.validate import validate_rows

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from optimizer.errors import InvalidInput
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from service.commands._common import console, emit, err_console, open_store_from_settings, parse_csv_list
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document")]

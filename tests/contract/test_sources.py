@@ -18,7 +18,7 @@ from typing import ClassVar
 import pytest
 
 from optimizer.estimator.gpus import find_gpu
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.source import RawSnapshot, SourceSettings, registered_sources
 
 TESTS = Path(__file__).parents[1]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from optimizer.errors import GpucostError
-from pricing.offer import Offer
+from optimizer.offer import Offer
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "skypilot-catalog"
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.source import RawSnapshot, SourceSettings
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import select, text
 
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.store.reads import _offer_builder
 from pricing.store.repository import open_store
 from pricing.store.rows import _OFFER_FIELDS, _offers

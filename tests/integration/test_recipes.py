@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from pricing.offer import has_inter_node_fabric
+from optimizer.offer import has_inter_node_fabric
 from service.api.app import create_app
 from service.cli import app
 from service.settings import Settings

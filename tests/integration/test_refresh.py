@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.errors import InvalidInput, MissingCredentials, ProviderError
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.refresh import REFRESH_LEASE, RefreshBusy, refresh, refresh_exclusive, store_rows
 from pricing.source import RawSnapshot, SourceSettings
 from pricing.store.repository import PriceStore, open_store

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import update
 
 from optimizer.errors import InvalidInput, ProviderError
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.refresh import REFRESH_LEASE, RefreshBusy, held_lease, refresh, refresh_exclusive, store_rows
 from pricing.source import RawSnapshot, SourceSettings
 from pricing.store.leases import LeaseLost

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, inspect, select, text
 
 from optimizer.errors import InvalidInput, StoreError
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.snapshot.loader import load_bundled
 from pricing.store.repository import PriceStore, content_hash, open_store
 from pricing.store.schema import Base, SnapshotRow

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.results import Estimate, HostNeeds, MemoryBreakdown
 from optimizer.estimator.workload import Workload
-from pricing.offer import LocalBuild, Offer, Part
+from optimizer.offer import LocalBuild, Offer, Part
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 SYNTHETIC = "test: synthetic"
@@ -80,7 +80,7 @@ def offer(
     zone: str | None = None, spot: float | None = None, ram_gb: float | None = 512, vcpus: float | None = 96,
     vram_gb: float | None = None, increment_s: int = 1, min_s: int = 0, fabric: bool | None = None,
 ) -> Offer:
-    """``fabric`` None: as the instance type implies (``pricing.offer``); 8-GPU test types say it."""
+    """``fabric`` None: as the instance type implies (``optimizer.offer``); 8-GPU test types say it."""
     extra = {} if fabric is None else {"inter_node_fabric": fabric}
     return Offer(
         provider=provider, region=region, zone=zone, instance_type=instance, gpu=gpu, gpu_count=count,

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from optimizer.candidates.offer_groups import OfferIndex
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.snapshot.loader import load_bundled
 
 WORKLOADS: list[Workload] = [

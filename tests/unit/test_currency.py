@@ -54,7 +54,7 @@ def test_each_price_converts_at_the_rate_of_its_own_date() -> None:
     from datetime import UTC, datetime
 
     from pricing.currency import convert_offers, rate_note, rate_table
-    from pricing.offer import Offer
+    from optimizer.offer import Offer
 
     def cny(day: datetime) -> Offer:
         return Offer(provider="alibaba", region="cn-shanghai", instance_type="ecs.gn7i", gpu="A10",

@@ -19,7 +19,7 @@ from pricing.adapters.local import (
     resale_fraction,
     resale_points,
 )
-from pricing.offer import Part
+from optimizer.offer import Part
 from pricing.source import SourceSettings, registered_sources
 
 T = datetime(2026, 1, 1, tzinfo=UTC)

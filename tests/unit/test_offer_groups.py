@@ -8,7 +8,7 @@ from optimizer.candidates.offer_groups import DOMINATED, OfferIndex, clear_index
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
 from optimizer.quote import quote
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from tests.unit.decide_fakes import WORKLOAD, FakeEstimator, offer, shardings
 
 

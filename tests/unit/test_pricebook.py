@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.errors import InvalidInput, UnknownGpu
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from pricing.pricebook import PriceBook, apply_price_book, load_price_book
 
 AS_OF = datetime(2026, 11, 30, tzinfo=UTC)

@@ -20,7 +20,7 @@ from optimizer.candidates.bounds import (
 from optimizer.errors import GpucostError
 from optimizer.estimator.estimate import estimate, resolve_sharding
 from optimizer.estimator.workload import Constraints, Workload
-from pricing.offer import Offer
+from optimizer.offer import Offer
 from tests.unit.plan_workloads import WORKLOADS, bundled
 
 GPUS = ["T4", "V100", "A10G", "L4", "A100", "A100-80GB", "H100", "RTX4090"]

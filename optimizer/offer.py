@@ -32,7 +32,7 @@ def has_inter_node_fabric(provider: str, instance_type: str) -> bool:
 
 
 def _storage_default(data: dict[str, Any]) -> float | None:
-    from pricing.storage_prices import block_storage_usd_per_gb_month
+    from optimizer.storage_prices import block_storage_usd_per_gb_month
 
     return block_storage_usd_per_gb_month(str(data.get("provider", "")))
 
@@ -67,7 +67,7 @@ class Offer(BaseModel):
     # EFA / InfiniBand / GPUDirect between instances: what data-parallel training over several
     # nodes needs to run at the estimated speed.
     inter_node_fabric: bool = Field(default_factory=_fabric_default)
-    # The provider's block-storage price (pricing.storage_prices) for the job's disk; None: none
+    # The provider's block-storage price (optimizer.storage_prices) for the job's disk; None: none
     # charged (included in the instance price, or unknown).
     storage_usd_per_gb_month: Annotated[float, Field(ge=0)] | None = Field(default_factory=_storage_default)
 
