@@ -1,6 +1,6 @@
 """Load on a real ``gpucost serve`` over loopback: throughput, p50, p99, errors, and quote ÷ healthz.
 
-    .venv/bin/python bench/load.py [--clients 1,4,16,64] [--seconds 15] [--distinct] [--big-plan 300]
+    .venv/bin/python bench/load.py [--clients 1,4,16,64] [--seconds 15] [--distinct [MODES]] [--big-plan 300]
 
 Starts ``gpucost serve`` on 127.0.0.1 (a free port) over a fresh SQLite store holding the bundled
 catalog, waits for ``/readyz``, then for each client count runs that many client threads for
@@ -9,9 +9,13 @@ keep-alive connection. One more thread probes ``/healthz`` every 20 ms during th
 baseline of the ratio, measured on the same server under the same load.
 
 Quotes come from a pool of 24 workloads (presets x methods x amounts); ``--distinct`` makes
-every quote unique instead (a new token count each time), so none is answered from the answer
-cache: the honest figure for a workload nobody asked before. ``--big-plan N`` then sends one
-N-job plan and probes ``/healthz`` until it is answered, printing the slowest probe.
+every quote unique instead, so none is answered from the answer cache: the honest figure for a
+question nobody asked before. ``--distinct`` takes a comma-separated list of modes, each run in
+turn on the same server (one table each): ``pool`` (the 24 workloads, repeated), ``tokens`` (the
+pool's jobs with a new token count each time; the default), ``seq_len`` (a new sequence length
+each time: new memory and speed models) and ``model`` (a model size nobody asked before each
+time). ``--big-plan N`` then sends one N-job plan and probes ``/healthz`` until it is answered,
+printing the slowest probe.
 
 Errors are 5xx answers and failed connections; 429 (admission refused) is counted apart. Every
 request loop is bounded in time; nothing leaves the loopback interface.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import random
@@ -109,10 +114,30 @@ def _send(conn: http.client.HTTPConnection, method: str, path: str, body: Any = 
     return resp.status, resp.read()
 
 
-def quote_body(rng: random.Random, distinct: bool) -> dict[str, Any]:
+MODES = ("pool", "tokens", "seq_len", "model")
+# A number no earlier question of this process used (next() on a count is atomic in CPython).
+_FRESH = itertools.count(1)
+
+
+def _mode(distinct: bool | str) -> str:
+    if isinstance(distinct, str):
+        return distinct
+    return "tokens" if distinct else "pool"
+
+
+def quote_body(rng: random.Random, distinct: bool | str) -> dict[str, Any]:
+    """A quote from the pool of 24 workloads, or (``distinct``: True or a mode) a new question."""
     i = rng.randrange(24)
-    tokens = TOKENS[i % 3] if not distinct else rng.uniform(1e7, 1e9)
-    return {"workload": {"model": MODELS[i % 6], "method": METHODS[(i // 6) % 3], "tokens": tokens}}
+    mode = _mode(distinct)
+    w: dict[str, Any] = {"model": MODELS[i % 6], "method": METHODS[(i // 6) % 3], "tokens": TOKENS[i % 3]}
+    if mode != "pool":
+        k = next(_FRESH)
+        w["tokens"] = rng.uniform(1e7, 1e9) + k  # the amount is new in every mode
+        if mode == "seq_len":
+            w["seq_len"] = 128 + k % 1900
+        elif mode == "model":
+            w["model"] = {"params_b": round(0.1 + (0.0137 * k) % 3.0, 4) + k * 1e-6, "name": f"load-{k}"}
+    return {"workload": w}
 
 
 def plan_body(rng: random.Random) -> dict[str, Any]:
@@ -144,7 +169,7 @@ class Tally:
                 self.latencies.setdefault(kind, []).append(seconds)
 
 
-def _client(port: int, seconds: float, seed: int, distinct: bool, tally: Tally) -> None:
+def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: Tally) -> None:
     rng = random.Random(seed)
     conn = http.client.HTTPConnection(HOST, port, timeout=120)
     end = time.monotonic() + seconds
@@ -189,7 +214,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_level(port: int, clients: int, seconds: float, distinct: bool, seed: int = 0) -> dict[str, Any]:
+def run_level(port: int, clients: int, seconds: float, distinct: bool | str, seed: int = 0) -> dict[str, Any]:
     tally = Tally()
     stop = threading.Event()
     probe = threading.Thread(target=_prober, args=(port, stop, tally))
@@ -263,30 +288,43 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", default="1,4,16,64")
     ap.add_argument("--seconds", type=float, default=15.0)
-    ap.add_argument("--distinct", action="store_true", help="every quote unique (no answer-cache hits)")
+    ap.add_argument("--distinct", nargs="?", const="tokens", default="pool",
+                    help="every quote unique (no answer-cache hits): comma-separated modes of " + ", ".join(MODES))
     ap.add_argument("--big-plan", type=int, default=0, help="then one plan of this many jobs")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     levels = [int(c) for c in args.clients.split(",") if c.strip()]
+    modes = [m.strip() for m in args.distinct.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        ap.error(f"--distinct: modes are {', '.join(MODES)}")
+    by_mode: dict[str, list[dict[str, Any]]] = {}
     with server() as base:
         port = int(base.rsplit(":", 1)[1])
-        # Warm up: the store's memo, the offer index and the estimator caches.
-        rng = random.Random(99)
-        for _ in range(30):
-            request(port, "POST", "/v1/quote", quote_body(rng, args.distinct))
-        rows = [run_level(port, n, args.seconds, args.distinct, seed=100 * n) for n in levels]
+        for mode in modes:
+            # Warm up: the store's memo, the offer index and the estimator caches.
+            rng = random.Random(99)
+            for _ in range(30):
+                request(port, "POST", "/v1/quote", quote_body(rng, mode))
+            by_mode[mode] = [run_level(port, n, args.seconds, mode, seed=100 * n) for n in levels]
         plan_row = big_plan(port, args.big_plan) if args.big_plan else None
+    rows = by_mode[modes[0]]
     if args.json:
-        print(json.dumps({"levels": rows, "big_plan": plan_row, "distinct": args.distinct}))
+        print(json.dumps({"levels": rows, "modes": by_mode, "big_plan": plan_row, "distinct": args.distinct}))
         return
-    mode = "distinct quotes (no cache hits)" if args.distinct else "quotes from a pool of 24 workloads"
-    print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {mode}, "
-          f"{args.seconds:g} s per level; latencies in ms")
-    print(markdown(rows))
-    for r in rows:
-        verdict = "<= 3" if r["quote_over_healthz_p50"] <= 3 else "> 3"
-        print(f"{r['clients']:>3} clients: quote p50 / healthz p50 = {r['quote_over_healthz_p50']} ({verdict}), "
-              f"errors {r['errors']}, 429 {r['refused_429']}")
+    labels = {"pool": "quotes from a pool of 24 workloads", "tokens": "distinct quotes: a new token count each",
+              "seq_len": "distinct quotes: a new seq_len each", "model": "distinct quotes: a new model each"}
+    print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {args.seconds:g} s per level; "
+          "latencies in ms")
+    for mode in modes:
+        print(f"\n{labels[mode]}:")
+        print(markdown(by_mode[mode]))
+    for mode in modes:
+        # Repeated questions are held to 3x /healthz, questions nobody asked before to 5x.
+        limit = 3 if mode == "pool" else 5
+        for r in by_mode[mode]:
+            verdict = f"<= {limit}" if r["quote_over_healthz_p50"] <= limit else f"> {limit}"
+            print(f"{mode:>8}, {r['clients']:>3} clients: quote p50 / healthz p50 = {r['quote_over_healthz_p50']} "
+                  f"({verdict}), errors {r['errors']}, 429 {r['refused_429']}")
     if plan_row:
         print(f"one {plan_row['jobs']}-job plan: status {plan_row['plan_status']} after {plan_row['plan_seconds']} s; "
               f"{plan_row['healthz_probes']} healthz probes meanwhile, p50 {plan_row['healthz_p50_ms']} ms, "

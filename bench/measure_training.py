@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +41,17 @@ from optimizer.estimator.gpus import find_gpu  # noqa: E402
 from optimizer.estimator.shapes import ModelShape, count_params, resolve_model  # noqa: E402
 from optimizer.results import Estimate  # noqa: E402
 from optimizer.estimator.workload import ModelDims, Workload  # noqa: E402
+# The model building is the product's (``gpucost probe`` builds the same models).
+from service.probe.model import (  # noqa: E402,F401  (re-exported: tests read them from here)
+    build_model,
+    family,
+    hf_config_dict,
+    importable,
+    is_oom,
+    lora_target_modules,
+    make_optimizer,
+    max_trainable_seq,
+)
 
 EXIT_NO_CUDA = 2
 ROW_KEYS = ("id", "split", "kind", "request", "measured", "vram_kind", "confidence", "source", "assumptions")
@@ -65,30 +75,6 @@ TINY_MODEL = "tiny-llama"
 # Tiny Llama-shaped decoder for the CPU plumbing check: grouped-query attention, gated MLP, tied
 # embeddings, so every code path of the large presets runs in a second.
 _TINY_DIMS = dict(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=512)
-
-# Hugging Face model_type per preset family, by name prefix (longest prefix first).
-_FAMILIES = (
-    ("tinyllama", "llama"), ("tiny-llama", "llama"), ("llama", "llama"), ("mistral", "mistral"),
-    ("qwen", "qwen2"), ("gemma", "gemma"), ("gpt2", "gpt2"), ("pythia", "gpt_neox"), ("opt", "opt"),
-    ("phi", "phi"), ("distilbert", "distilbert"), ("tinybert", "bert"), ("roberta", "roberta"),
-    ("bert", "bert"), ("t5", "t5"),
-)
-_LLAMA_LIKE = ("llama", "mistral", "qwen2", "gemma")
-
-# Module-name suffixes PEFT adapts, per family: (attention matrices, MLP matrices).
-_LORA_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "llama": (("q_proj", "k_proj", "v_proj", "o_proj"), ("gate_proj", "up_proj", "down_proj")),
-    "gpt2": (("c_attn", "attn.c_proj"), ("c_fc", "mlp.c_proj")),
-    "gpt_neox": (("query_key_value", "attention.dense"), ("dense_h_to_4h", "dense_4h_to_h")),
-    "opt": (("q_proj", "k_proj", "v_proj", "out_proj"), ("fc1", "fc2")),
-    "phi": (("q_proj", "k_proj", "v_proj", "dense"), ("fc1", "fc2")),
-    "bert": (("query", "key", "value", "attention.output.dense"), ("intermediate.dense", "output.dense")),
-    "distilbert": (("q_lin", "k_lin", "v_lin", "out_lin"), ("lin1", "lin2")),
-}
-for _mt in ("mistral", "qwen2", "gemma"):
-    _LORA_MODULES[_mt] = _LORA_MODULES["llama"]
-_LORA_MODULES["roberta"] = _LORA_MODULES["bert"]
-
 
 @dataclass(frozen=True, slots=True)
 class RunSpec:
@@ -208,70 +194,6 @@ def expand_grid(
     return specs
 
 
-def family(shape: ModelShape) -> str:
-    """The Hugging Face ``model_type`` that builds a model of this shape."""
-    name = shape.name.lower()
-    for prefix, mt in _FAMILIES:
-        if name.startswith(prefix):
-            return mt
-    if shape.arch == "encoder":
-        return "bert"
-    return "llama" if shape.gated_mlp else "gpt2"
-
-
-def hf_config_dict(shape: ModelShape) -> dict[str, Any]:
-    """``config.json`` fields (with ``model_type``) of a transformers model with ``shape``'s
-    dimensions. Raises ValueError for shapes this bench does not build (encoder-decoders)."""
-    mt = family(shape)
-    h, layers, heads, inter, vocab = shape.hidden, shape.layers, shape.heads, shape.intermediate, shape.vocab
-    if mt in _LLAMA_LIKE:
-        cfg: dict[str, Any] = dict(
-            hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-            num_key_value_heads=shape.kv_heads, intermediate_size=inter, vocab_size=vocab,
-            tie_word_embeddings=shape.tied_embeddings, max_position_embeddings=131072,
-        )
-        if shape.head_dim:
-            cfg["head_dim"] = shape.head_dim
-    elif mt == "gpt2":
-        cfg = dict(n_embd=h, n_layer=layers, n_head=heads, n_inner=inter, vocab_size=vocab,
-                   n_positions=shape.max_positions or 1024, tie_word_embeddings=True)
-    elif mt == "gpt_neox":
-        cfg = dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                   intermediate_size=inter, vocab_size=vocab, tie_word_embeddings=shape.tied_embeddings,
-                   max_position_embeddings=8192)
-    elif mt == "opt":
-        cfg = dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=inter,
-                   vocab_size=vocab, word_embed_proj_dim=h,
-                   max_position_embeddings=max(shape.max_positions - 2, 2048))
-    elif mt == "phi":
-        cfg = dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                   num_key_value_heads=shape.kv_heads, intermediate_size=inter, vocab_size=vocab,
-                   tie_word_embeddings=False, max_position_embeddings=8192)
-    elif mt in ("bert", "roberta"):
-        cfg = dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                   intermediate_size=inter, vocab_size=vocab,
-                   max_position_embeddings=shape.max_positions or 512,
-                   type_vocab_size=2 if mt == "bert" else 1)
-    elif mt == "distilbert":
-        cfg = dict(dim=h, n_layers=layers, n_heads=heads, hidden_dim=inter, vocab_size=vocab,
-                   max_position_embeddings=shape.max_positions or 512)
-    else:
-        raise ValueError(f"{shape.name}: {shape.arch} models ({mt}) are not built by this bench")
-    return {"model_type": mt, **cfg}
-
-
-def max_trainable_seq(shape: ModelShape) -> int | None:
-    """Longest sequence a model with learned position embeddings accepts (None: rotary)."""
-    if family(shape) in ("opt", "roberta"):
-        return shape.max_positions - 2  # two reserved padding positions
-    return shape.max_positions or None
-
-
-def lora_target_modules(mt: str, targets: str) -> list[str]:
-    attn, mlp = _LORA_MODULES[mt]
-    return list(attn + mlp) if targets == "all-linear" else list(attn)
-
-
 def skip_reason(spec: RunSpec, libs: frozenset[str], device: str) -> str | None:
     """Why ``spec`` cannot run here (missing library, shape the bench does not build), or None."""
     shape = spec.shape()
@@ -295,10 +217,6 @@ def skip_reason(spec: RunSpec, libs: frozenset[str], device: str) -> str | None:
     if limit is not None and spec.seq_len > limit:
         return f"seq_len {spec.seq_len} exceeds {shape.name}'s {limit} learned positions"
     return None
-
-
-def importable(names: Iterable[str] = ("torch", "transformers", "peft", "bitsandbytes")) -> frozenset[str]:
-    return frozenset(n for n in names if importlib.util.find_spec(n) is not None)
 
 
 def cuda_probe() -> tuple[bool, str]:
@@ -440,91 +358,12 @@ def _versions() -> dict[str, str]:
 
 def _build_model(spec: RunSpec, device: str) -> tuple[Any, int]:
     """The model ready to train, and its parameter count as built (before quantization)."""
-    import torch
-    import transformers
-
-    shape = spec.shape()
-    cfg = hf_config_dict(shape)
-    mt = cfg.pop("model_type")
-    config = transformers.AutoConfig.for_model(mt, **cfg)
-    config.use_cache = False
-    if spec.method == "full":
-        dtype = torch.bfloat16 if spec.precision == "bf16-true" else torch.float32
-    else:
-        dtype = torch.float32 if spec.precision == "fp32" else torch.bfloat16
-    encoder = shape.arch == "encoder"
-    auto = transformers.AutoModelForSequenceClassification if encoder else transformers.AutoModelForCausalLM
-    if encoder:
-        config.num_labels = 2
-    # transformers 5 renamed torch_dtype to dtype.
-    dtype_kw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-    # Initialise on the device: random init of an 8B model on the host takes minutes.
-    with torch.device(device):
-        model = auto.from_config(config, attn_implementation="sdpa", **{dtype_kw: dtype})
-    built = sum(p.numel() for p in model.parameters())
-    if spec.method == "qlora":
-        _quantize_linears(model, device)
-    if spec.checkpointing:
-        _enable_checkpointing(model)
-    if spec.method == "full":
-        return model, built
-    import peft
-
-    lora = peft.LoraConfig(
-        r=spec.lora_rank, lora_alpha=2 * spec.lora_rank, lora_dropout=0.0,
-        target_modules=lora_target_modules(mt, spec.lora_targets),
-        task_type=peft.TaskType.SEQ_CLS if encoder else peft.TaskType.CAUSAL_LM,
-    )
-    model = peft.get_peft_model(model, lora)
-    if spec.precision == "bf16-true":
-        for p in model.parameters():
-            if p.requires_grad:
-                p.data = p.data.to(torch.bfloat16)
-    return model, built
+    return build_model(spec.shape(), method=spec.method, precision=spec.precision,
+                       checkpointing=spec.checkpointing, device=device, lora_rank=spec.lora_rank,
+                       lora_targets=spec.lora_targets)
 
 
-def _enable_checkpointing(model: Any) -> None:
-    # Non-reentrant: frozen embeddings (LoRA) then need no input-gradient hook.
-    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-
-
-def _quantize_linears(model: Any, device: str) -> None:
-    """Swap every block nn.Linear for a bitsandbytes NF4 Linear4bit (the heads stay 16-bit, as
-    transformers' ``load_in_4bit`` leaves them)."""
-    import bitsandbytes as bnb
-    import torch
-
-    keep = ("lm_head", "score", "classifier")
-    names = [name for name, mod in model.named_modules()
-             if isinstance(mod, torch.nn.Linear) and name.split(".")[-1] not in keep]
-    for name in names:
-        lin = model.get_submodule(name)
-        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
-        q = bnb.nn.Linear4bit(lin.in_features, lin.out_features, bias=lin.bias is not None,
-                              compute_dtype=torch.bfloat16, compress_statistics=True, quant_type="nf4",
-                              device="meta")
-        q.weight = bnb.nn.Params4bit(lin.weight.data, requires_grad=False, compress_statistics=True,
-                                     quant_type="nf4")
-        if lin.bias is not None:
-            q.bias = torch.nn.Parameter(lin.bias.data, requires_grad=False)
-        setattr(parent, name.rsplit(".", 1)[-1], q.to(device))  # .to quantizes the weight
-    for p in model.parameters():
-        p.requires_grad_(False)
-
-
-def _make_optimizer(name: str, params: list[Any]) -> Any:
-    import torch
-
-    if name == "adamw_8bit":
-        import bitsandbytes as bnb
-
-        return bnb.optim.AdamW8bit(params, lr=1e-5)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-5)
-    return torch.optim.AdamW(params, lr=1e-5)
+_make_optimizer = make_optimizer
 
 
 def measure(spec: RunSpec, device: str, warmup: int, steps: int) -> Measured:
@@ -586,12 +425,6 @@ def measure(spec: RunSpec, device: str, warmup: int, steps: int) -> Measured:
     reserved = torch.cuda.max_memory_reserved() / GB if cuda else None
     tps = spec.micro_batch * spec.seq_len * steps / seconds
     return Measured(alloc, reserved, tps, warmup, steps, seconds, built)
-
-
-def is_oom(exc: BaseException) -> bool:
-    """torch.cuda.OutOfMemoryError, or an allocator failure raised as a plain RuntimeError
-    (bitsandbytes, cuBLAS workspaces)."""
-    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
 
 
 def _free_device(device: str) -> None:

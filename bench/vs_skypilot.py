@@ -14,16 +14,24 @@ skypilot`` of that folder. For each request (GPU, count, clouds, spot):
 * prices: SkyPilot's pick against gpucost's cheapest offer of that GPU and count on those clouds
   (``GET /v1/offers``), with the reason for every difference. gpucost must never be dearer.
 
+The quotes above repeat one question (the estimates memoised after the first). Distinct
+questions, every one new to the server, are timed in the same run: the restricted and the
+unrestricted quote with a new token count each time (what a person changes between questions
+about one job), the unrestricted quote with a new sequence length each time, and with a new model
+each time (a size nobody asked before): the ratios against SkyPilot's optimizer are printed side
+by side. ``--distinct-repeats 0`` leaves them out.
+
 SkyPilot is installed from PyPI into a throwaway venv unless ``--sky-python`` names one.
 
 Run: .venv/bin/python bench/vs_skypilot.py [--catalog ../shared/reference/skypilot-catalog]
-         [--sky-python /tmp/skyvenv/bin/python] [--repeats 5] [--http-repeats 30]
+         [--sky-python /tmp/skyvenv/bin/python] [--repeats 5] [--http-repeats 30] [--distinct-repeats 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import http.client
 import json
 import os
@@ -35,6 +43,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,22 +134,46 @@ def fetch(method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         return json.loads(r.read())
 
 
-def quote_body(r: dict[str, Any] | None) -> dict[str, Any]:
+def quote_body(r: dict[str, Any] | None, workload: dict[str, Any] | None = None) -> dict[str, Any]:
     if r is None:
-        return {"workload": WORKLOAD, "top": 5}
-    return {"workload": WORKLOAD, "top": 5, "constraints": {
+        return {"workload": workload or WORKLOAD, "top": 5}
+    return {"workload": workload or WORKLOAD, "top": 5, "constraints": {
         "gpus": r.get("gpucost_gpus", [r["gpu"]]), "max_gpus": r["count"], "providers": r["clouds"], "allow_spot": r["spot"],
         "include_local": False}}
 
 
-def time_http(base: str, body: dict[str, Any], n: int) -> tuple[list[float], Any]:
+# Every distinct question gets a number never used before in this process.
+_NEW = itertools.count(1)
+
+
+def new_tokens() -> dict[str, Any]:
+    """The bench's job with a token count never asked before (the amount of training only)."""
+    return {**WORKLOAD, "tokens": WORKLOAD["tokens"] + 1_000 * next(_NEW)}
+
+
+def new_seq_len() -> dict[str, Any]:
+    """The bench's job with a new sequence length (a new memory and speed model per GPU)."""
+    return {**WORKLOAD, "seq_len": 256 + next(_NEW), "tokens": WORKLOAD["tokens"] + 1_000 * next(_NEW)}
+
+
+def new_model() -> dict[str, Any]:
+    """A model nobody asked about before: a new size, its shape derived (``ModelDims``)."""
+    k = next(_NEW)
+    return {**WORKLOAD, "model": {"params_b": round(0.3 + 0.0007 * k, 4), "name": f"bench-{k}"},
+            "tokens": WORKLOAD["tokens"] + 1_000 * k}
+
+
+def time_http(base: str, body: dict[str, Any] | Callable[[], dict[str, Any]], n: int,
+              warm: bool = True) -> tuple[list[float], Any]:
     """``n`` quotes over one kept-alive HTTP/1.1 connection, as a web page or a script's HTTP
-    session sends them; each timed from the request's first byte to the parsed answer."""
+    session sends them; each timed from the request's first byte to the parsed answer. ``body``
+    a callable: a new body for every quote (distinct questions; its first is not left out)."""
     host, port = base.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    data = json.dumps(body).encode()
+    make = body if callable(body) else (lambda: body)
 
     def post() -> Any:
+        data = json.dumps(make()).encode()
         conn.request("POST", "/v1/quote", body=data, headers={"Content-Type": "application/json"})
         r = conn.getresponse()
         payload = r.read()
@@ -149,7 +182,7 @@ def time_http(base: str, body: dict[str, Any], n: int) -> tuple[list[float], Any
         return json.loads(payload)
 
     try:
-        ans = post()  # first call: estimates memoised from here on
+        ans = post() if warm else None  # first call: estimates memoised from here on
         out = []
         for _ in range(n):
             t = time.perf_counter()
@@ -246,12 +279,54 @@ def explain(req: dict[str, Any], sky: dict[str, Any], ours: dict[str, Any] | Non
     return f"gpucost cheaper by ${theirs - price:.4f}/h: SkyPilot {sky_label}, gpucost {ours_label}; {why}"
 
 
+# (series, label, the issue's target: at least this many times SkyPilot's per-request p50)
+DISTINCT = [
+    ("restricted_tokens", "restricted quote, new tokens each time", 30.0),
+    ("open_tokens", "unrestricted quote, new tokens each time", 10.0),
+    ("open_seq_len", "unrestricted quote, new seq_len each time", None),
+    ("open_model", "unrestricted quote, new model each time", 5.0),
+]
+
+
+def time_distinct(base: str, requests: list[dict[str, Any]], n: int) -> dict[str, list[float]]:
+    """Every quote a question the server was never asked: see ``new_tokens`` and the others."""
+    if n <= 0:
+        return {}
+    restricted: list[float] = []
+    for r in requests:
+        restricted += time_http(base, lambda r=r: quote_body(r, new_tokens()), n)[0]  # type: ignore[misc]
+    return {
+        "restricted_tokens": restricted,
+        "open_tokens": time_http(base, lambda: quote_body(None, new_tokens()), n)[0],
+        "open_seq_len": time_http(base, lambda: quote_body(None, new_seq_len()), n)[0],
+        "open_model": time_http(base, lambda: quote_body(None, new_model()), n)[0],
+    }
+
+
+def print_distinct(d1: dict[str, list[float]], d2: dict[str, list[float]], sky50: float, restricted50: float,
+                   open50: float) -> None:
+    print(f"\ndistinct questions over HTTP (each quote new to the server), before and after SkyPilot ran; "
+          f"SkyPilot p50 {sky50 * 1e3:.0f} ms:")
+    print(f"  {'repeated restricted quote (memoised), for comparison':58} p50 {restricted50 * 1e3:7.1f} ms"
+          f"  -> {sky50 / restricted50:6.1f}x SkyPilot")
+    print(f"  {'repeated unrestricted quote (memoised), for comparison':58} p50 {open50 * 1e3:7.1f} ms"
+          f"  -> {sky50 / open50:6.1f}x SkyPilot")
+    for key, label, target in DISTINCT:
+        xs = d1[key] + d2[key]
+        p50 = statistics.median(xs)
+        verdict = "" if target is None else f"  (target >= {target:g}x: {'met' if sky50 / p50 >= target else 'NOT met'})"
+        print(f"  {label:58} p50 {p50 * 1e3:7.1f} ms, p95 {pct(xs, 0.95) * 1e3:7.1f} ms, n={len(xs):3}"
+              f"  -> {sky50 / p50:6.1f}x SkyPilot{verdict}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--catalog", type=Path, default=REPO.parent / "shared" / "reference" / "skypilot-catalog")
     ap.add_argument("--sky-python", help="a python with skypilot installed (default: a throwaway venv)")
     ap.add_argument("--repeats", type=int, default=5, help="SkyPilot calls per request")
     ap.add_argument("--http-repeats", type=int, default=30, help="gpucost calls per request")
+    ap.add_argument("--distinct-repeats", type=int, default=20,
+                    help="distinct quotes per series (restricted: per request); 0: none")
     args = ap.parse_args()
     py, install_s = sky_python(args.sky_python)
     if install_s is not None:
@@ -294,10 +369,12 @@ def main() -> None:
                                      "instance_type": sky_name(rows[0])}]
         http_restricted = [time_http(base, quote_body(r), args.http_repeats) for r in requests]
         http_open, _ = time_http(base, quote_body(None), args.http_repeats)
+        distinct1 = time_distinct(base, requests, args.distinct_repeats)
         sky = run_skypilot(py, args.catalog, requests, args.repeats, work)
         # gpucost once more after SkyPilot, so both sides see the same machine load.
         http_restricted2 = [time_http(base, quote_body(r), args.http_repeats)[0] for r in requests]
         http_open2, _ = time_http(base, quote_body(None), args.http_repeats)
+        distinct2 = time_distinct(base, requests, args.distinct_repeats)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -325,6 +402,8 @@ def main() -> None:
           f"{statistics.median(open_all) * 1e3:.1f} ms, p95 {pct(open_all, 0.95) * 1e3:.1f} ms -> "
           f"{sky50 / statistics.median(open_all):.0f}x faster than SkyPilot's p50; in-process p50 "
           f"{statistics.median(inproc[-1]) * 1e3:.1f} ms")
+    if args.distinct_repeats > 0:
+        print_distinct(distinct1, distinct2, sky50, statistics.median(http_all), statistics.median(open_all))
     print("\ncheapest price, SkyPilot's pick vs gpucost's cheapest offer of the same GPU and count:")
     dearer = 0
     for r, ours, ans in zip(requests, cheapest, sky["answers"], strict=True):

@@ -16,6 +16,10 @@ if ! have; then
         log "chromium/chromedriver missing and not root: install chromium and chromium-driver"
         exit 1
     fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        log "chromium/chromedriver missing and apt-get not found: install chromium and its WebDriver (chromedriver)"
+        exit 1
+    fi
     SUDO=""
     [ "$(id -u)" = "0" ] || SUDO="sudo"
     log "installing chromium and chromium-driver (Debian packages)"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
@@ -34,10 +34,20 @@ from optimizer.candidates import (
     generate,
 )
 from optimizer.errors import InvalidInput
+from optimizer.estimator.gpus import canonical_gpu
 from optimizer.explain import rejected_groups, to_option
 from optimizer.results import Option
 from optimizer.estimator.workload import Constraints, Workload
+from optimizer.commitments import (
+    CommitmentBreakeven,
+    breakeven_utilization,
+    commitment_breakeven,
+    find_offer,
+    with_commitments,
+)
 from optimizer.offer import LocalBuild, Offer
+from optimizer.price_warnings import price_screen
+from optimizer.resale import resellable_share
 
 ELECTRICITY_FACTORS = (0.5, 1.0, 1.5, 2.0)
 UTILIZATION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -118,6 +128,11 @@ class BreakevenResult(BaseModel):
     prices_as_of: dict[str, datetime] = Field(default_factory=dict)
     snapshot_id: str = ""
     notes: list[str] = Field(default_factory=list)
+    commitment: CommitmentBreakeven | None = Field(
+        default=None,
+        description="the rental under its cheapest term commitment (reserved, savings plan, ...): what buying "
+        "is compared with besides on demand; null when the rental has none",
+    )
 
 
 def breakeven_runs(capex_net_usd: float, rent_per_run_usd: float, energy_per_run_usd: float) -> int | None:
@@ -156,12 +171,6 @@ class Owning:
     def net_usd(self, month: float, runs: float) -> float:
         """Cash spent through ``month`` minus what the machines would sell for then."""
         return self.capex_usd + self.energy_per_run_usd * runs - self.resale_usd(month)
-
-
-def resellable_share(build: LocalBuild) -> float:
-    """Share of a build's price that resells: its GPUs (no used-price evidence for other parts)."""
-    gpus = sum(p.price_usd for p in build.parts if p.category == "gpu")
-    return gpus / build.price_usd if gpus > 0 else 1.0
 
 
 def breakeven_month(rent_per_run_usd: float, own: Owning, runs_per_month: float) -> float | None:
@@ -214,10 +223,15 @@ def _pick_rent(
     shardings: ShardingChoices | None, assumptions: CostAssumptions,
 ) -> Candidate:
     pool = list(offers)
+    # Prices far from their provider's level or too old are not compared against (issue 19),
+    # unless the request names the instance itself.
+    screen = price_screen(pool, datetime.now(UTC)) if target.instance_type is None else None
     if target.instance_type is not None:
         pool = [o for o in pool if o.instance_type == target.instance_type]
         if not pool:
             raise InvalidInput("rent.instance_type", f"no offer for instance type {target.instance_type!r}")
+    if target.gpu:
+        canonical_gpu(target.gpu, field="rent.gpu")  # named as the request names it, not as a constraint
     constraints = Constraints(
         gpus=[target.gpu] if target.gpu else None,
         providers=[target.provider] if target.provider else None,
@@ -227,7 +241,7 @@ def _pick_rent(
     )
     cs = generate(
         workload, constraints, pool, [], runs=1, top=50, estimator=estimator, shardings=shardings,
-        assumptions=assumptions,
+        assumptions=assumptions, screen=screen,
     )
     ranked = [c for c in cs.ranked if c.pricing == ("spot" if target.spot else "on_demand")] or cs.ranked
     if not ranked:
@@ -245,6 +259,8 @@ def _pick_buy(
         pool = [b for b in pool if b.id == target.build]
         if not pool:
             raise InvalidInput("buy.build", f"unknown build {target.build!r}")
+    if target.gpu:
+        canonical_gpu(target.gpu, field="buy.gpu")
     constraints = Constraints(
         gpus=[target.gpu] if target.gpu else None, include_local=True, electricity_usd_per_kwh=usd_per_kwh,
     )
@@ -297,6 +313,7 @@ def breakeven(
     est = estimator or default_estimator()
     rent_t = RentLike.model_validate(rent.model_dump())
     buy_t = BuyLike.model_validate(buy.model_dump())
+    offers = list(offers)  # read twice: the rental, then its commitments
     r = _pick_rent(workload, rent_t, offers, est, shardings, a)
     b, build = _pick_buy(workload, buy_t, builds, est, shardings, a, electricity_usd_per_kwh)
     kwh = float(b.breakdown["usd_per_kwh"])
@@ -324,7 +341,8 @@ def breakeven(
         f"({sizing.utilization:.0%} used)",
         "break-even and the horizon comparison both count what the machines would sell for at that month "
         f"(only the GPUs resell; {build.resale_fraction:.0%} of the price after the build's {life}-month life)",
-        f"electricity {kwh:.4f} USD/kWh at {a.psu_efficiency:.0%} PSU efficiency; idle power not counted",
+        f"electricity {kwh:.4f} USD/kWh at {a.psu_efficiency:.0%} PSU efficiency; energy per run includes "
+        f"{a.idle_hours_per_run:g} h at the build's idle power between runs ({build.idle_power_w:g} W)",
     ]
     if sizing.machines > a.max_machines:
         notes.append(
@@ -339,6 +357,14 @@ def breakeven(
         )
     if build.cpu_cores < host.cpu_cores:
         notes.append(f"{build.id} has {build.cpu_cores} CPU cores; the data pipeline wants {host.cpu_cores}")
+    commitment = _commitment_side(r, offers, runs_per_month, own)
+    if commitment is not None:
+        notes.append(
+            f"committing {commitment.instances} x {r.instance_type} ({commitment.kind}, {commitment.term_months:g} "
+            f"months, {commitment.payment.replace('_', ' ')}) costs {commitment.cost_per_month_usd:,.0f} USD a month "
+            f"used or not; it beats on demand above {commitment.breakeven_utilization or 1:.0%} utilisation "
+            f"(the cadence uses {commitment.utilization:.0%})"
+        )
     if months is None:
         notes.append("a rented run costs no more than the energy of an owned one: buying never pays off")
     elif not within:
@@ -348,7 +374,7 @@ def breakeven(
             provider=r.provider, region=r.region, instance_type=r.instance_type, gpu=r.gpu,
             gpu_count=r.total_gpus, pricing=r.pricing, hourly_usd=round(r.hourly_usd, 6),
             hours_per_run=round(r.hours, 4), cost_per_run_usd=round(r.cost_per_run_usd, 4),
-            source=r.source, as_of=r.as_of, option=to_option(r),
+            source=r.source, as_of=r.as_of, option=_with_terms(to_option(r), offers),
         ),
         buy=BuySide(
             build=build.id, name=build.name, gpu=b.gpu, gpu_count=build.gpu_count,
@@ -374,6 +400,36 @@ def breakeven(
         prices_as_of=dict(prices_as_of or {}),
         snapshot_id=snapshot_id,
         notes=notes,
+        commitment=commitment,
+    )
+
+
+def _with_terms(option: Option, offers: list[Offer]) -> Option:
+    with_commitments([option], offers)
+    return option
+
+
+def _commitment_side(r: Candidate, offers: list[Offer], runs_per_month: float, own: Owning) -> CommitmentBreakeven | None:
+    """The rental committed for a term: its monthly cost, and when buying overtakes it."""
+    offer = find_offer(offers, r.provider, r.region, r.zone, r.instance_type)
+    if offer is None or offer.price_hour is None:
+        return None
+    found = commitment_breakeven(offer, r.nodes, r.hours, runs_per_month)
+    if found is None:
+        return None
+    c, n, monthly, use = found
+    per_run = monthly / runs_per_month
+    months = breakeven_month(per_run, own, runs_per_month)
+    u_star = breakeven_utilization(c.effective_hourly_usd, offer.price_hour)
+    return CommitmentBreakeven(
+        kind=c.kind, term_months=c.term_months, payment=c.payment, offering_class=c.offering_class,
+        effective_hourly_usd=round(c.effective_hourly_usd, 6), instances=n,
+        cost_per_month_usd=round(monthly, 2), cost_per_run_usd=round(per_run, 4), utilization=round(use, 4),
+        breakeven_utilization=round(u_star, 4) if u_star is not None else None,
+        cheaper_than_on_demand=monthly < r.cost_per_run_usd * runs_per_month,
+        breakeven_runs=None if months is None else max(0, math.ceil(months * runs_per_month - 1e-9)),
+        breakeven_months=round(months, 2) if months is not None else None,
+        source=c.source, as_of=c.as_of,
     )
 
 

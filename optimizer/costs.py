@@ -27,6 +27,9 @@ RESTART_HOURS = 0.1
 PSU_EFFICIENCY = 0.90
 
 HOURS_PER_MONTH = 730.0  # 8760 / 12
+# An owned machine is left on, idle, about this long around each run (data preparation, evaluation,
+# the next run's setup): an assumption; its idle power is billed for it (CostAssumptions can change it).
+IDLE_HOURS_PER_RUN = 1.0
 # Share of a month an owned machine can run jobs: maintenance, updates, data preparation and the
 # gaps between runs take the rest. An assumption (the same figure the portfolio plan uses).
 MAX_UTILIZATION = 0.8
@@ -113,10 +116,15 @@ def rent_cost(
     spot: bool = False,
     setup_hours: float = SETUP_HOURS,
     interruptions_per_hour: float = SPOT_INTERRUPTIONS_PER_HOUR,
+    spot_train_wall_hours: float | None = None,
 ) -> RentCost:
     """One run on ``nodes`` instances: every node is billed for setup plus training (plus the
     expected reclaim losses on spot), rounded by the provider's billing rule."""
     train_wall = spot_wall_hours(train_hours, interruptions_per_hour) if spot else train_hours
+    if spot and spot_train_wall_hours is not None:
+        # The offer's own expected training wall time (optimizer.spot_risk: its reclaim rate,
+        # notice, checkpoint and restart), in place of the one planning rate above.
+        train_wall = spot_train_wall_hours
     wall = setup_hours + train_wall
     billed = billed_hours(wall, billing_increment_s, min_billing_s)
     total = hourly_usd_per_node * billed * nodes
@@ -133,11 +141,12 @@ def rent_cost(
     )
 
 
-def resale_value_usd(price_usd: float, resale_fraction: float, age_months: float, lifetime_months: int) -> float:
-    """Expected resale value after ``age_months``: straight-line from the price paid down to
-    ``resale_fraction`` of it at the end of the lifetime, flat afterwards."""
-    share = min(max(age_months, 0.0) / lifetime_months, 1.0)
-    return price_usd * (1.0 - (1.0 - resale_fraction) * share)
+def resale_value_usd(
+    price_usd: float, resale_fraction: float, age_months: float, lifetime_months: int, resellable_share: float = 1.0
+) -> float:
+    """Expected resale value after ``age_months``: the one resale curve (``resale_curve_usd``), so a
+    quote, a plan and a break-even value the same machine at the same age alike."""
+    return resale_curve_usd(price_usd, resale_fraction, age_months, lifetime_months, resellable_share)
 
 
 def resale_curve_usd(
@@ -217,6 +226,7 @@ def buy_cost(
     idle_hours: float = 0.0,
     psu_efficiency: float = PSU_EFFICIENCY,
     machines: int | None = None,
+    resellable_share: float = 1.0,
 ) -> BuyCost:
     """Owning ``machines`` machines (default ``units``) for ``runs`` runs of ``run_hours`` each on
     ``units`` of them: capex minus the expected resale after ``held_months`` (default: the whole
@@ -224,7 +234,7 @@ def buy_cost(
     held = lifetime_months if held_months is None else held_months
     owned = units if machines is None else machines
     capex = price_usd * owned
-    resale = resale_value_usd(price_usd, resale_fraction, held, lifetime_months) * owned
+    resale = resale_value_usd(price_usd, resale_fraction, held, lifetime_months, resellable_share) * owned
     per_run = energy_cost_usd(run_hours, load_power_w, usd_per_kwh, psu_efficiency) * units
     idle = energy_cost_usd(idle_hours, idle_power_w, usd_per_kwh, psu_efficiency) * owned
     return BuyCost(

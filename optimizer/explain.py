@@ -37,6 +37,10 @@ def to_option(c: Candidate) -> Option:
         machines=c.machines if c.kind == "local" else None,
         utilization=round(c.utilization, 4) if c.utilization is not None else None,
         recipe=c.recipe,
+        warnings=list(c.warnings),
+        basis=c.basis,  # type: ignore[arg-type]  # an Estimate's basis, one of Option's
+        measurement_id=c.measurement_id,
+        spot_risk=c.spot.summary() if c.spot is not None else None,
     )
 
 

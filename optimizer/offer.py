@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +42,42 @@ def _fabric_default(data: dict[str, Any]) -> bool:
     return has_inter_node_fabric(str(data.get("provider", "")), str(data.get("instance_type", "")))
 
 
+# Hours in a month as AWS counts them for reserved terms (8,760 h a year / 12), so an effective
+# rate is hourly + upfront / (term_months * 730), as ec2instances.info and AWS's calculator show.
+HOURS_PER_MONTH = 730.0
+
+CommitmentKind = Literal["reserved", "savings_plan", "cud", "capacity_block", "azure_reservation"]
+PaymentOption = Literal["no_upfront", "partial_upfront", "all_upfront"]
+
+
+class Commitment(BaseModel):
+    """A price for committing to an instance for a term (CONTRACT v3 ``commitments``).
+
+    Prices are per instance-hour in USD. ``upfront_usd`` and ``hourly_usd`` are None where the
+    source gives only the effective rate; ``effective_hourly_usd`` is always known: hourly plus
+    the upfront spread over every hour of the term, paid whether the instance runs or not.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: CommitmentKind
+    term_months: Annotated[float, Field(gt=0, description="a capacity block's days as a share of 730 h")]
+    payment: PaymentOption
+    upfront_usd: Annotated[float, Field(ge=0)] | None = None
+    hourly_usd: Annotated[float, Field(ge=0)] | None = None
+    effective_hourly_usd: Annotated[float, Field(gt=0)]
+    # "standard" | "convertible" for AWS reserved instances; the plan family for savings plans.
+    offering_class: str | None = None
+    # A capacity block's first hour (a dated reservation); None for terms that start on purchase.
+    starts_at: datetime | None = None
+    source: str
+    as_of: datetime
+
+    @property
+    def term_hours(self) -> float:
+        return self.term_months * HOURS_PER_MONTH
+
+
 class Offer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -70,6 +106,8 @@ class Offer(BaseModel):
     # The provider's block-storage price (optimizer.storage_prices) for the job's disk; None: none
     # charged (included in the instance price, or unknown).
     storage_usd_per_gb_month: Annotated[float, Field(ge=0)] | None = Field(default_factory=_storage_default)
+    # Reserved / savings-plan / committed-use / capacity-block prices of this instance (v3).
+    commitments: list[Commitment] = Field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -23,6 +23,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from optimizer import costs
+from optimizer.resale import build_resale_usd
 from optimizer.candidates import (
     Candidate,
     CandidateSet,
@@ -34,6 +35,7 @@ from optimizer.candidates import (
 )
 from optimizer.candidates.bounds import OfferFloors, OfferGroups
 from optimizer.estimator.workload import Constraints, Workload
+from optimizer.quotas import QuotaBook, draws, drop_short, plan_caps, vcpus_lookup
 from optimizer.explain import rejected_groups, solver_info
 from optimizer.ilp.portfolio import (
     BuildUse,
@@ -42,8 +44,21 @@ from optimizer.ilp.portfolio import (
     RentalChoice,
 )
 from optimizer.ilp.portfolio_solve import PLAN_GAP_REL, PortfolioSolve, solve_portfolio
+from optimizer.plan_commitments import (
+    CommitItem,
+    CommitPool,
+    commit_items,
+    commitment_pools,
+    committed_run,
+    monthly_charges,
+    only_commitments,
+    portfolio_commitments,
+    with_commitment_uses,
+    without_commitments,
+)
 from optimizer.ilp.solve import SolveResult
-from optimizer.results import RejectedGroup, SolverInfo
+from optimizer.plan_teams import TeamMonthSpend, explain_team_budgets
+from optimizer.results import Recipe, RejectedGroup, SolverInfo
 from optimizer.offer import LocalBuild, Offer
 
 RENTALS_PER_JOB = 3
@@ -66,6 +81,7 @@ class PlanJobInput(BaseModel):
     runs_per_month: float = 1
     deadline_hours: float | None = None
     start_month: int = 0
+    team: str | None = None
 
 
 class BuyItem(BaseModel):
@@ -88,6 +104,9 @@ class Assignment(BaseModel):
     runs: int
     hours_per_run: float
     cost_usd: float
+    # What each run trains (the job's global batch, idle GPUs) and its risks: issue 19.
+    recipe: Recipe | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class MonthCost(BaseModel):
@@ -122,6 +141,16 @@ class PlanResult(BaseModel):
     # Rental offers preparation priced over all jobs and looks, and those their cost floors let it skip.
     rental_search: dict[str, int] = Field(default_factory=dict)
     solve_method: str = ""
+    # Instances committed for a term (reserved, savings plan, ...): optimizer.plan_commitments.
+    commit: list[CommitItem] = Field(default_factory=list)
+    all_cloud_committed_cost_usd: float | None = Field(
+        default=None, description="every run in the cloud, on demand or on committed instances, nothing bought"
+    )
+    commitment_value_after_horizon: bool = False
+    # constraints.team_budgets: each capped team's spend per month in this plan, and why a plan
+    # that cannot keep to them cannot (optimizer.plan_teams).
+    team_spend: list[TeamMonthSpend] = Field(default_factory=list)
+    budget_notes: list[str] = Field(default_factory=list)
 
 
 def monthly_demand(runs_per_month: float, start_month: int, months: int) -> list[int]:
@@ -143,6 +172,8 @@ class _Prepared:
     # without floors), and those the floors left out of each job's last look.
     offers_priced: int = 0
     offers_skipped: int = 0
+    # Per job: the rentals its search ranked (where a commitment would be placed).
+    ranked: dict[str, list[Candidate]] = dataclasses.field(default_factory=dict)
 
 
 def _distinct_providers(ranked: Sequence[Candidate], n: int) -> list[Candidate]:
@@ -213,8 +244,12 @@ def _prepare(
     a: CostAssumptions,
     rentals_per_job: int = RENTALS_PER_JOB,
     prune: bool = True,
+    quota_book: QuotaBook | None = None,
 ) -> _Prepared:
     out = _Prepared([], {}, {}, [])
+    # constraints.respect_quotas: rentals one run of which the account cannot launch are dropped,
+    # and the rest say what they hold of each quota (a month's runs share it, ilp.portfolio).
+    vcpus_of = vcpus_lookup(offers) if quota_book is not None else None
     one_unit = dataclasses.replace(a, max_local_units=1)
     groups = OfferGroups.of(offers, constraints) if prune and _floors_apply(estimator) else None
     for job in jobs:
@@ -222,6 +257,13 @@ def _prepare(
         cloud_c = c.model_copy(update={"include_local": False})
 
         def search(subset: list[Offer], w: Workload = job.workload, cc: Constraints = cloud_c) -> CandidateSet:
+            if quota_book is not None and vcpus_of is not None:
+                found = generate(
+                    w, cc, subset, [], runs=1, top=rentals_per_job * 4, estimator=estimator,
+                    shardings=shardings, assumptions=a,
+                )
+                drop_short(found, quota_book, vcpus_of)
+                return found
             return generate(
                 w, cc, subset, [], runs=1, top=rentals_per_job * 4, estimator=estimator,
                 shardings=shardings, assumptions=a,
@@ -235,6 +277,7 @@ def _prepare(
         picked, cloud, priced, skipped = _cheapest_rentals(offers, floors, rentals_per_job, search)
         out.offers_priced += priced
         out.offers_skipped += skipped
+        out.ranked[job.name] = list(cloud.ranked)
         # Builds bought ahead for the plan: their lead time is modelled per month, not per run.
         local_c = c.model_copy(update={"deadline_hours": None})
         local = generate(
@@ -263,13 +306,15 @@ def _prepare(
                 demand=demand,
                 rentals=[
                     RentalChoice(key=r.key, provider=r.provider, cost_per_run_usd=r.cost_per_run_usd,
-                                 hours=r.hours, gpus=r.total_gpus)
+                                 hours=r.hours, gpus=r.total_gpus,
+                                 quota_draw=draws(r, vcpus_of) if vcpus_of is not None else ())
                     for r in picked
                 ],
                 builds=[
                     BuildUse(build=bid, hours=cand.hours, energy_per_run_usd=cand.cost_per_run_usd)
                     for bid, cand in fits.items()
                 ],
+                team=job.team,
             )
         )
     return out
@@ -282,7 +327,7 @@ def _portfolio_builds(builds: Iterable[LocalBuild], months: int, held_months: fl
         for m in range(months):
             # Sold at the end of the horizon (or after ``held_months`` if that is set).
             age = months - m if held_months is None else held_months
-            net.append(b.price_usd - costs.resale_value_usd(b.price_usd, b.resale_fraction, age, b.lifetime_months))
+            net.append(b.price_usd - build_resale_usd(b, age))  # the one valuation (``optimizer.resale``)
         out.append(
             PortfolioBuild(
                 id=b.id, price_usd=b.price_usd, net_cost_by_month=net,
@@ -314,8 +359,13 @@ def plan(
     time_limit_s: float = 30.0,
     availability: float = AVAILABILITY,
     quotas_gpu_hours: Mapping[str, float] | None = None,
+    quota_book: QuotaBook | None = None,
     assumptions: CostAssumptions | None = None,
+    commitments: bool = True,
+    commitment_value_after_horizon: bool = False,
 ) -> PlanResult:
+    """``commitments``: let the plan commit instances for a term where a rental offers terms;
+    ``commitment_value_after_horizon``: charge a term only for its months within the horizon."""
     a = assumptions or CostAssumptions()
     est = estimator or default_estimator()
     t0 = time.perf_counter()
@@ -324,18 +374,33 @@ def plan(
     build_list = list(builds) if constraints.include_local else []
     # Without provider quotas a run always goes to the job's cheapest rental or to a build, so the
     # other rentals are dominated and only make the integer program larger.
-    per_job = RENTALS_PER_JOB if quotas_gpu_hours else 1
-    prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a, per_job)
+    # Account quotas (``quota_book``) count only with ``constraints.respect_quotas``.
+    book = quota_book if quota_book is not None and constraints.respect_quotas else None
+    caps = plan_caps(book) if book is not None else None
+    per_job = RENTALS_PER_JOB if quotas_gpu_hours or caps else 1
+    prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a, per_job,
+                    quota_book=book)
     by_id = {b.id: b for b in build_list}
     used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
     pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)
+    machines = list(pbuilds)
+    pools = commitment_pools(prep.ranked, offer_list) if commitments else {}
+    if pools:
+        pbuilds += portfolio_commitments(pools, horizon_months, commitment_value_after_horizon)
+        prep.jobs = with_commitment_uses(prep.jobs, pools)
+        for job_name, ps in pools.items():
+            for pool in ps:
+                prep.local.setdefault(job_name, {})[pool.id] = committed_run(pool.rental)
     timing = {"prepare_s": time.perf_counter() - t0, "build_s": 0.0, "solve_s": 0.0}
     search = {"offers_priced": prep.offers_priced, "offers_skipped": prep.offers_skipped}
 
-    def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild]) -> PortfolioSolve:
+    def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild],
+            budgets: Mapping[str, float] | None = None) -> PortfolioSolve:
         out = solve_portfolio(
             pjobs, pb, horizon_months, hours_per_month=costs.HOURS_PER_MONTH, availability=availability,
             capex_budget_usd=capex_budget_usd, quotas_gpu_hours=quotas_gpu_hours, time_limit_s=time_limit_s,
+            quota_caps=caps,
+            team_budgets=budgets,
         )
         timing["build_s"] += out.build_s
         timing["solve_s"] += out.solve_s
@@ -349,28 +414,62 @@ def plan(
             prices_as_of=dict(prices_as_of or {}), snapshot_id=snapshot_id, timing=_rounded(timing),
             rental_search=search,
         )
-    main = run(prep.jobs, pbuilds)
+    # Team budgets cap the plan itself; the all-cloud and all-local comparisons stay uncapped.
+    main = run(prep.jobs, pbuilds, constraints.team_budgets)
     all_cloud = all_local = None
     if all(j.rentals for j in prep.jobs if sum(j.demand)):
-        if quotas_gpu_hours:
+        if quotas_gpu_hours or caps:
             rc = run(_strip(prep.jobs, True, False), []).result
             all_cloud = rc.objective if rc.has_solution else None
         else:
             # No quotas: every run on its job's cheapest rental; nothing to solve.
             all_cloud = sum(min(r.cost_per_run_usd for r in j.rentals) * sum(j.demand)
                             for j in prep.jobs if sum(j.demand))
-    if pbuilds and all(j.builds for j in prep.jobs if sum(j.demand)):
-        rl = run(_strip(prep.jobs, False, True), pbuilds).result
+    machine_jobs = without_commitments(prep.jobs)
+    if machines and all(j.builds for j in machine_jobs if sum(j.demand)):
+        rl = run(_strip(machine_jobs, False, True), machines).result
         all_local = rl.objective if rl.has_solution else None
+    all_committed = None
+    if pools and all_cloud is not None:
+        rcm = run(only_commitments(prep.jobs), [b for b in pbuilds if b.term_months is not None]).result
+        all_committed = rcm.objective if rcm.has_solution else None
     result = _explain(
         prep, pbuilds, by_id, main.model, main.result, horizon_months, all_cloud, all_local,
         prices_as_of or {}, snapshot_id, availability,
     )
     result.timing = _rounded(timing)
     result.rental_search = search
+    if pools:
+        explain_commitments(result, main.model, main.result, pbuilds, pools, horizon_months,
+                            commitment_value_after_horizon, all_committed)
     result.assumptions.update(gap_rel=PLAN_GAP_REL)
     result.solve_method = main.method
+    if constraints.team_budgets:
+        explain_team_budgets(result, job_inputs, prep.jobs, constraints.team_budgets, horizon_months)
     return result
+
+
+def explain_commitments(
+    result: PlanResult, mdl: object, res: SolveResult, pbuilds: Sequence[PortfolioBuild],
+    pools: Mapping[str, list[CommitPool]], months: int, value_after_horizon: bool, all_committed: float | None,
+) -> None:
+    """``commit`` lines, their monthly charges and the committed comparison (in place). Runs on
+    committed instances are costed (storage only) under ``cloud_usd`` by ``_explain``; the
+    instances' charges are added here."""
+    from optimizer.ilp.portfolio import PortfolioModel
+
+    assert isinstance(mdl, PortfolioModel)
+    result.commitment_value_after_horizon = value_after_horizon
+    result.all_cloud_committed_cost_usd = round(all_committed, 2) if all_committed is not None else None
+    if not res.has_solution:
+        return
+    bought = {(pbuilds[k].id, m): res.integer(v.name) for (k, m), v in mdl.y.items()
+              if pbuilds[k].term_months is not None}
+    result.commit = commit_items(bought, pools, months, value_after_horizon)
+    for m, usd in enumerate(monthly_charges(result.commit, months)):
+        row = result.monthly[m]
+        row.cloud_usd = round(row.cloud_usd + usd, 2)
+        row.total_usd = round(row.total_usd + usd, 2)
 
 
 def _rounded(timing: Mapping[str, float]) -> dict[str, float]:
@@ -402,7 +501,7 @@ def _explain(
     if res.has_solution:
         for (k, m), var in mdl.y.items():
             n = res.integer(var.name)
-            if n > 0:
+            if n > 0 and pbuilds[k].term_months is None:  # commitments: explain_commitments
                 b = pbuilds[k]
                 buy.append(BuyItem(build=b.id, count=n, month=m, price_usd=b.price_usd, name=by_id[b.id].name))
                 capex[m] += b.price_usd * n
@@ -417,7 +516,10 @@ def _explain(
             if n > 0:
                 job = prep.jobs[j]
                 c = prep.local[job.name][pbuilds[k].id]
-                energy[m] += c.cost_per_run_usd * n
+                if c.pricing == "commitment":  # storage beside committed instances
+                    cloud[m] += c.cost_per_run_usd * n
+                else:
+                    energy[m] += c.cost_per_run_usd * n
                 assignments.append(_assign(job.name, m, c, n))
     assignments.sort(key=lambda x: (x.month, x.job, x.kind, x.instance_type))
     monthly = [
@@ -448,4 +550,5 @@ def _assign(job: str, month: int, c: Candidate, runs: int) -> Assignment:
         job=job, month=month, kind=c.kind, provider=c.provider, region=c.region,
         instance_type=c.instance_type, gpu=c.gpu, pricing=c.pricing, runs=runs,
         hours_per_run=round(c.hours, 4), cost_usd=round(c.cost_per_run_usd * runs, 2),
+        recipe=c.recipe, warnings=list(c.warnings),
     )

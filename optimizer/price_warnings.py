@@ -4,7 +4,7 @@
   with their age, for every provider among the quoted options.
 - Implausible: an option whose per-GPU price is far from its provider's usual level for that GPU
   (the median per-GPU on-demand price of the provider's offers of that GPU): on demand outside
-  [1/2, 2] times it, or spot under ``SPOT_FLOOR`` of it or above the on-demand price. Spot
+  [1/3, 2] times it, or spot under ``SPOT_FLOOR`` of it or above the on-demand price. Spot
   markets do run at a tenth of list price for a while, but a plan resting on one should know it.
 - Converted: an option priced in another currency names the rate it was converted at.
 
@@ -14,15 +14,21 @@ Pure: offers, options and the time come in as arguments.
 from __future__ import annotations
 
 import re
+import threading
+from dataclasses import dataclass, field
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from statistics import median
 
 from optimizer.results import Option
 from optimizer.offer import Offer
 
 DEFAULT_STALE_AFTER_DAYS = 3.0
-FAR_FACTOR = 2.0  # on demand: more than 2x or under 1/2 the provider's median for the GPU
+FAR_FACTOR = 2.0  # on demand: more than 2x the provider's median for the GPU
+# ... or under a third of it. Not a half: the median is lifted by host-heavy instances, and the
+# smallest real instances sit near half of it (AWS g6.xlarge at $0.80 per L4-hour, 0.42x AWS's L4
+# median of $1.90 in the bundled catalog of 2025-11-30).
+FAR_LOW_FACTOR = 3.0
 SPOT_FLOOR = 0.15  # spot under 15% of the provider's on-demand median: about 1/7 or less
 _FX_NOTE = re.compile(r"USD at [0-9.e-]+ USD/[A-Z]{3} \(rate of \d{4}-\d{2}-\d{2}\)")
 
@@ -127,12 +133,107 @@ def implausible_warnings(
             if price is None:
                 continue
             ratio = price / usual
-            if ratio > FAR_FACTOR or ratio < 1 / FAR_FACTOR:
+            if ratio > FAR_FACTOR or ratio < 1 / FAR_LOW_FACTOR:
                 out.append(
                     f"implausible price: {where} ${price:.3g}/GPU-h in {opt.region} is {ratio:.2g}x "
                     f"{opt.provider}'s usual {opt.gpu} level (${usual:.3g}/GPU-h, median of its offers)"
                 )
     return out
+
+
+# Prices older than this are not planned on by default (the answer names the limit): a catalog
+# three years old predates the GPU's current market (the A100's list prices fell by half from 2023 to 2025).
+MAX_PRICE_AGE_DAYS = 3 * 365.0
+SUSPECT_FAR = (
+    f"suspect price: on-demand under 1/{FAR_LOW_FACTOR:g} of its provider's usual level for the GPU "
+    "(median of its offers); set allow_suspect_prices to use it"
+)
+SUSPECT_SPOT = (
+    f"suspect price: spot under {SPOT_FLOOR:.0%} of its provider's usual on-demand level for the GPU; "
+    "set allow_suspect_prices to use it"
+)
+SUSPECT_OLD = (
+    f"suspect price: older than {MAX_PRICE_AGE_DAYS / 365:g} years; refresh prices or set allow_suspect_prices to use it"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceScreen:
+    """Which prices an answer does not plan on unless asked: far from the provider's usual level
+    for the GPU (the thresholds of ``implausible_warnings``), or older than ``max_age_days``."""
+
+    levels: Mapping[tuple[str, str], float]
+    now: datetime
+    max_age_days: float = MAX_PRICE_AGE_DAYS
+    oldest_ok: datetime = field(init=False)
+    # id(offer) -> (offer, reasons): a screen is reused for its catalog (``price_screen``), so each
+    # offer is judged once, not on every quote. The offer is kept to make the id safe.
+    _seen: dict[int, tuple[Offer, tuple[str | None, str | None]]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "oldest_ok", self.now - timedelta(days=self.max_age_days))
+        object.__setattr__(self, "_seen", {})
+
+    def reasons(self, o: Offer) -> tuple[str | None, str | None]:
+        """(why the on-demand price is suspect, why the spot price is), None where it is not."""
+        hit = self._seen.get(id(o))
+        if hit is not None and hit[0] is o:
+            return hit[1]
+        out = self._reasons(o)
+        if len(self._seen) < 1_000_000:
+            self._seen[id(o)] = (o, out)
+        return out
+
+    def _reasons(self, o: Offer) -> tuple[str | None, str | None]:
+        if o.as_of is not None and o.as_of < self.oldest_ok:
+            return SUSPECT_OLD, SUSPECT_OLD
+        usual = self.levels.get((o.provider, o.gpu))
+        if usual is None or usual <= 0:
+            return None, None
+        od = sp = None
+        if o.price_hour:
+            # Only the cheap side: a dear price never wins by being wrong, and host-heavy instances
+            # (many vCPUs per GPU, what image jobs need) are dear per GPU for real.
+            if o.price_hour / o.gpu_count / usual < 1 / FAR_LOW_FACTOR:
+                od = SUSPECT_FAR
+        if o.spot_price_hour and o.spot_price_hour / o.gpu_count < SPOT_FLOOR * usual:
+            sp = SUSPECT_SPOT
+        return od, sp
+
+
+# The screens of the last few catalogs, each kept for a day: (catalog, day, limit) -> screen.
+_SCREENS: dict[int, tuple[object, str, float, PriceScreen]] = {}
+_SCREENS_KEPT = 8
+_SCREENS_LOCK = threading.Lock()
+
+
+def price_screen(catalog: Iterable[Offer], now: datetime, max_age_days: float = MAX_PRICE_AGE_DAYS) -> PriceScreen:
+    """A screen whose usual levels come from ``catalog`` (every offer of the snapshot); the same
+    catalog object on the same day gets the same screen back, with what it already judged."""
+    day = now.date().isoformat()
+    with _SCREENS_LOCK:
+        hit = _SCREENS.get(id(catalog))
+    if hit is not None and hit[0] is catalog and hit[1] == day and hit[2] == max_age_days:
+        return hit[3]
+    screen = _new_screen(catalog, now, max_age_days)
+    with _SCREENS_LOCK:
+        if len(_SCREENS) >= _SCREENS_KEPT:
+            _SCREENS.pop(next(iter(_SCREENS)))
+        _SCREENS[id(catalog)] = (catalog, day, max_age_days, screen)
+    return screen
+
+
+def _new_screen(catalog: Iterable[Offer], now: datetime, max_age_days: float) -> PriceScreen:
+    memo = getattr(catalog, "usual_levels_memo", None)
+    if memo is not None:
+        usual_levels(catalog, set())  # fills the snapshot's memo once
+        return PriceScreen(memo, now, max_age_days)
+    offers = list(catalog)
+    return PriceScreen(usual_levels(offers, {(o.provider, o.gpu) for o in offers}), now, max_age_days)
+
+
+def age_days(as_of: datetime | None, now: datetime) -> float | None:
+    return None if as_of is None else round((now - as_of).total_seconds() / 86400, 1)
 
 
 def currency_notes(options: Sequence[Option], offers: Sequence[Offer]) -> list[str]:

@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from optimizer.bill_calibration import annotate, calibrate_candidates
+from optimizer.commitments import with_commitments
 from optimizer.candidates import CostAssumptions, Estimator, ShardingChoices, default_estimator, generate
 from optimizer.explain import build_quote
 from optimizer.ilp.single import build_single
 from optimizer.ilp.solve import solve
-from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS, price_warnings
+from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS, age_days, price_screen, price_warnings
 from optimizer.results import Quote
+from optimizer.quotas import QuotaBook, annotate_options, drop_short, vcpus_lookup
+from optimizer.runs import CalibrationFactor
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild, Offer
 
@@ -39,18 +43,33 @@ def quote(
     now: datetime | None = None,
     stale_after_days: float = DEFAULT_STALE_AFTER_DAYS,
     price_reference: Sequence[Offer] | None = None,
+    calibration: Mapping[tuple[str, str], CalibrationFactor] | None = None,
+    quota_book: QuotaBook | None = None,
 ) -> Quote:
     """Cheapest feasible option (the ILP's pick), alternatives, fastest option, rejections.
 
     Nothing feasible is an answer, not an error: ``best`` is None and ``rejected`` says why.
     """
     a = assumptions or CostAssumptions()
+    given = offers
     offers = list(offers)  # read twice: candidates, then the price warnings
+    now = now or datetime.now(UTC)
+    # The caller's own sequence when it is one, so a catalog passed again reuses its screen.
+    catalog = price_reference if price_reference is not None else (given if isinstance(given, list) else offers)
+    screen = None if constraints.allow_suspect_prices else price_screen(catalog, now)
     cs = generate(
         workload, constraints, offers, builds,
         runs=runs, top=top, estimator=estimator or default_estimator(), shardings=shardings,
-        assumptions=a, quotas=quotas,
+        assumptions=a, quotas=quotas, screen=screen,
     )
+    # Factors learnt from reconciled bills (per provider and GPU) correct hours and rates first,
+    # so the solver chooses on the corrected figures.
+    cs = calibrate_candidates(cs, calibration or {})
+    # Quotas as data (optimizer.quotas): with respect_quotas, options the account cannot launch go.
+    book = quota_book if quota_book is not None else QuotaBook()
+    vcpus_of = vcpus_lookup(offers)
+    if constraints.respect_quotas:
+        drop_short(cs, book, vcpus_of)
     best = None
     result = None
     if cs.pareto:
@@ -79,8 +98,19 @@ def quote(
             "estimator_calls": cs.estimates,
         },
     )
+    annotate(q, calibration or {})
+    annotate_options([q.best, q.fastest, *q.options], book, vcpus_of)
     # Usual price levels come from ``price_reference`` (every offer) when the offers were pruned.
     shown = ([q.best] if q.best is not None else []) + q.options
-    q.warnings.extend(price_warnings(shown, offers, prices_as_of, now=now or datetime.now(UTC),
+    q.warnings.extend(price_warnings(shown, offers, prices_as_of, now=now,
                                      stale_after_days=stale_after_days, reference=price_reference))
+    with_price_ages(q, now)
+    with_commitments([q.best, q.fastest, *q.options], offers)
     return q
+
+
+def with_price_ages(q: Quote, now: datetime) -> None:
+    """Each option's price age in days next to its ``as_of`` (in place)."""
+    for o in [q.best, q.fastest, *q.options]:
+        if o is not None:
+            o.price_age_days = age_days(o.as_of, now)

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from optimizer.commitments import CommitmentOption
+
 
 def _round_floats(value: Any, digits: int = 4) -> Any:
     """Floats in nested dicts and lists rounded for display (large counts keep their digits)."""
@@ -49,19 +51,28 @@ class Recipe(BaseModel):
 
     micro_batch_size: int
     gradient_accumulation_steps: int
-    gradient_checkpointing: bool
+    gradient_checkpointing: bool | Literal["offload"]
     sharding: str
     data_parallel_gpus: int = 1
     global_batch_size: int = Field(description="sequences per optimizer step as run: micro x accumulation x GPUs")
     requested_global_batch_size: int
     chosen: tuple[str, ...] = Field(default=(), description='fields that were "auto" and chosen here')
     notes: tuple[str, ...] = ()
+    precision: str | None = Field(
+        default=None, description='the precision the option runs (``auto``: bf16, or fp16 on Volta/Turing)'
+    )
+    idle_gpus: int = Field(
+        default=0, description="GPUs of the option left idle so that the ones used divide global_batch_size (paid for)"
+    )
 
     def label(self) -> str:
         """``4 x 2 x 2 GPUs = 16, checkpointing`` as a one-line summary."""
         gpus = f" x {self.data_parallel_gpus} GPUs" if self.data_parallel_gpus > 1 else ""
         ckpt = ", checkpointing" if self.gradient_checkpointing else ""
-        return f"{self.micro_batch_size} x {self.gradient_accumulation_steps}{gpus} = {self.global_batch_size}{ckpt}"
+        if self.gradient_checkpointing == "offload":
+            ckpt += " (offloaded to host RAM)"
+        idle = f", {self.idle_gpus} GPU(s) idle" if self.idle_gpus else ""
+        return f"{self.micro_batch_size} x {self.gradient_accumulation_steps}{gpus} = {self.global_batch_size}{ckpt}{idle}"
 
 
 class Suggestion(BaseModel):
@@ -103,10 +114,15 @@ class Estimate(BaseModel):
     warnings: tuple[str, ...] = ()
     recipe: Recipe | None = None
     suggestions: tuple[Suggestion, ...] = ()
+    # Where speed and memory come from (optimizer.measured): the model, a measurement of this
+    # recipe on this GPU, or one on another GPU scaled by the model's ratio between the two.
+    basis: Literal["model", "measured", "scaled"] = "model"
+    measurement_id: str | None = None
 
     @field_serializer("details")
     def _rounded(self, details: dict[str, Any]) -> dict[str, Any]:
-        return _round_floats(details)  # type: ignore[no-any-return]
+        # Keys starting with "_" are the estimator's own (``optimizer.estimator.amounts``), not figures.
+        return _round_floats({k: v for k, v in details.items() if not k.startswith("_")})  # type: ignore[no-any-return]
 
 
 class Option(BaseModel):
@@ -136,6 +152,35 @@ class Option(BaseModel):
         default=None, description="local: share of the machines' hours (730 a month) the runs use over their life"
     )
     recipe: Recipe | None = None
+    basis: Literal["model", "measured", "scaled"] = Field(
+        default="model", description="hours and memory from the model, a measurement on this GPU, or one scaled from another GPU"
+    )
+    measurement_id: str | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="risks of this option: a fit near the card's size, idle GPUs, ..."
+    )
+    price_age_days: float | None = Field(default=None, description="age of the price (as_of) when the answer was made")
+    quota: Literal["ok", "short", "unknown"] | None = Field(
+        default=None, description="cloud: whether the account's quota covers the option; never ok without data"
+    )
+    quota_detail: dict[str, Any] | None = Field(
+        default=None, description="code (the quota to request), need, limit, unit, provider, region (optimizer.quotas)"
+    )
+    spot_risk: dict[str, Any] | None = Field(
+        default=None,
+        description="spot: interruptions_per_hour and its source, expected/p50/p90 hours and cost per run "
+        "(fallback to on demand counted), p_meets_deadline (optimizer.spot_risk)",
+    )
+    calibration: dict[str, Any] | None = Field(
+        default=None,
+        description="hours_factor, rate_factor learnt from reconciled bills for this provider and GPU, "
+        "and the runs they came from (optimizer.bill_calibration); already applied to hours and cost",
+    )
+    commitments: list[CommitmentOption] = Field(
+        default_factory=list,
+        description="cloud: the offer's reserved / savings-plan / committed-use / capacity-block prices "
+        "cheaper than on demand, each with the utilisation above which it pays (optimizer.commitments)",
+    )
 
 
 class RejectedGroup(BaseModel):
@@ -165,3 +210,5 @@ class Quote(BaseModel):
     warnings: list[str] = Field(
         default_factory=list, description="stale or implausible prices, converted currencies, checked at quote time"
     )
+    saved_run: dict[str, Any] | None = Field(
+        default=None, description="the planned run saved from this quote (save_run) and the tag to put on it")

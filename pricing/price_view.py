@@ -8,15 +8,20 @@ same prices over HTTP and in the CLI.
 
 from __future__ import annotations
 
+import csv
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from optimizer.errors import InvalidInput
 from pricing.currency import RateTable, convert_offers, rate_table
 from optimizer.offer import Offer
 from pricing.pricebook import PriceBook, apply_price_book, load_price_book
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,21 @@ def price_view(
     if price_book:
         if not Path(price_book).is_file():
             raise InvalidInput("price_book", f"GPUCOST_PRICE_BOOK: no such file: {price_book}")
-        book = load_price_book(price_book)
+        book = _named("GPUCOST_PRICE_BOOK", price_book, load_price_book, price_book)
     if fx_file and not Path(fx_file).is_file():
         raise InvalidInput("fx_file", f"GPUCOST_FX_FILE: no such file: {fx_file}")
-    return PriceView(rates=rate_table(fx_file or None), book=book, book_path=price_book, fx_file=fx_file,
+    rates = _named("GPUCOST_FX_FILE", fx_file, rate_table, fx_file or None)
+    return PriceView(rates=rates, book=book, book_path=price_book, fx_file=fx_file,
                      stale_after_days=stale_after_days)
+
+
+def _named(variable: str, path: str | None, read: Callable[[Any], T], arg: Any) -> T:
+    """``read(arg)``; a file it cannot read at all (binary, not UTF-8, malformed CSV) is an
+    ``InvalidInput`` naming the variable and the file, like the errors ``read`` reports itself."""
+    try:
+        return read(arg)
+    except InvalidInput:
+        raise
+    except (UnicodeDecodeError, ValueError, csv.Error, OSError, KeyError, TypeError) as exc:
+        what = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"{type(exc).__name__}: {exc}"
+        raise InvalidInput(variable, f"cannot read {path}: {what[:200]}") from None

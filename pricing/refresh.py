@@ -77,6 +77,34 @@ class RefreshResult(BaseModel):
     note: str | None = None
 
 
+class RefreshSummary(BaseModel):
+    """Per provider, in words: what was refreshed, what was skipped and why, what failed."""
+
+    refreshed: list[str]
+    skipped: dict[str, str]
+    failed: dict[str, str]
+
+    @property
+    def nothing_refreshed(self) -> bool:
+        return not self.refreshed
+
+
+def refresh_summary(results: Sequence[RefreshResult]) -> RefreshSummary:
+    """``updated`` and ``unchanged`` both mean the provider's API answered and its prices are current."""
+    return RefreshSummary(
+        refreshed=[r.provider for r in results if r.status in ("updated", "unchanged")],
+        skipped={r.provider: r.note or "skipped" for r in results if r.status == "skipped"},
+        failed={r.provider: r.error or "failed" for r in results if r.status == "failed"},
+    )
+
+
+def summary_line(summary: RefreshSummary) -> str:
+    parts = [f"refreshed: {', '.join(summary.refreshed) or 'none'}"]
+    parts += [f"skipped {p} ({why})" for p, why in summary.skipped.items()]
+    parts += [f"failed {p} ({why})" for p, why in summary.failed.items()]
+    return "; ".join(parts)
+
+
 class RefreshBusy(StoreError):
     def __init__(self, holder: str) -> None:
         self.holder = holder

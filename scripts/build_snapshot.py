@@ -11,6 +11,10 @@ live in ``curated_offers.csv`` beside it; AutoDL-style rows in ``autodl/``; loca
 ``parts.csv`` and ``builds.yaml``.
 
     .venv/bin/python scripts/build_snapshot.py [CATALOG_DIR]
+    .venv/bin/python scripts/build_snapshot.py --commitments SUMMARY_CSV
+
+The second form writes ``commitments.csv.gz`` (reserved terms, capacity blocks) from the dated
+reference table ``shared/reference/commitments/commitments_summary.csv``, each row with its source.
 
 CATALOG_DIR defaults to ``tests/data/reference/skypilot-catalog`` (a copy of the public catalog).
 """
@@ -29,9 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pricing.adapters.skypilot_csv import ImportReport, catalog_files, parse_vms_csv  # noqa: E402
+from pricing.snapshot.commitments import COMMITMENTS_FILE, rows_from_reference_csv, write_csv  # noqa: E402
 from pricing.snapshot.loader import SNAPSHOT_COLUMNS, offer_to_row  # noqa: E402
 
 OUT = ROOT / "pricing" / "snapshot" / "data" / "catalog_offers.csv.gz"
+COMMITMENTS_OUT = ROOT / "pricing" / "snapshot" / "data" / COMMITMENTS_FILE
 
 # Catalog version and commit each file was read at (github.com/skypilot-org/skypilot-catalog),
 # and its date. The repository's history could not be read, so dates are judged by content:
@@ -76,7 +82,18 @@ def build(catalog: Path) -> tuple[bytes, Counter[str], ImportReport]:
     return data, Counter(o.provider for o in rows), report
 
 
+def build_commitments(summary: Path) -> tuple[bytes, int]:
+    rows = rows_from_reference_csv(summary.read_text(encoding="utf-8"))
+    data = gzip.compress(write_csv(rows).encode("utf-8"), compresslevel=9, mtime=0)
+    return data, len(rows)
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--commitments":
+        data, n = build_commitments(Path(sys.argv[2]))
+        COMMITMENTS_OUT.write_bytes(data)
+        print(f"wrote {COMMITMENTS_OUT.relative_to(ROOT)}: {n} commitment rows, {len(data)} bytes")
+        return
     catalog = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "data" / "reference" / "skypilot-catalog"
     data, counts, report = build(catalog)
     OUT.write_bytes(data)

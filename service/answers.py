@@ -7,20 +7,26 @@ response cannot drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from optimizer.candidates import Estimator
 from optimizer.candidates.offer_groups import OfferView, index_for, merge_rejected
 from optimizer.errors import ProviderError
 from optimizer.estimator.estimate import estimate
 from optimizer.estimator.workload import Constraints
+from optimizer.measured import cpu_estimate, measured_estimator
+from optimizer.measurement import CPU, Measurement
 from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
 from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
+from optimizer.quotas import QuotaBook
 from pricing.electricity import resolve_usd_per_kwh
 from optimizer.offer import LocalBuild, Offer, Part
 from service.api.limits import guarded_estimator, solve_budget_s
+from service.bills import quote_calibration, save_quote_run
 from service.schemas import (
     BreakevenRequest,
     Estimate,
@@ -32,8 +38,8 @@ from service.schemas import (
 )
 from service.settings import Settings
 
-# plan() solves up to three times: the plan, all-cloud and all-local baselines.
-PLAN_SOLVES = 3
+# plan() solves up to four times: the plan, the all-cloud, all-cloud-committed and all-local baselines.
+PLAN_SOLVES = 4
 
 if TYPE_CHECKING:
     from optimizer.breakeven import BreakevenResult
@@ -67,9 +73,23 @@ class Prices(Protocol):
 # in) are imported by the answers that use them: a CLI quote starts without them.
 
 
-def estimate_answer(req: EstimateRequest) -> Estimate:
+def estimate_answer(req: EstimateRequest, measurements: Sequence[Measurement] = ()) -> Estimate:
+    """The estimate, using ``measurements`` that match it (``optimizer.measured``); on ``cpu``
+    only from a stored CPU measurement of the workload."""
+    if req.gpu.strip().lower() == CPU:
+        return cpu_estimate(req.workload, measurements, estimate)
     # A person asking about one GPU wants to hear what would make the job fit when it does not.
-    return estimate(req.workload, req.gpu, req.gpu_count, suggest=True)
+    # Guarded like every decision: a request already past its deadline is not computed.
+    est = guarded_estimator(measured_estimator(estimate, measurements))
+    return est(req.workload, req.gpu, req.gpu_count, suggest=True)
+
+
+def _estimator(prices: object) -> Estimator:
+    """The estimator a decision uses: the model's, with the measurements stored beside the
+    prices (none: the model's own), checking the request's deadline on each call."""
+    from pricing.store.measurement_peek import measurements_of
+
+    return guarded_estimator(measured_estimator(estimate, measurements_of(prices)))
 
 
 @dataclass(frozen=True)
@@ -107,6 +127,14 @@ def _powered(constraints: Constraints) -> Constraints:
     return constraints.model_copy(update={"electricity_usd_per_kwh": kwh})
 
 
+def _quota_book(prices: Prices) -> QuotaBook:
+    """Quotas as data for a decision: the stored ones with the GPUCOST_QUOTAS file over them."""
+    from pricing.quotas import quota_book_for
+    from service.settings import get_settings
+
+    return quota_book_for(prices, get_settings().quotas)
+
+
 def quote_answer(req: QuoteRequest, prices: Prices) -> Quote:
     got = _inputs(req.constraints, prices)
     store, view = got.store, got.view
@@ -116,13 +144,15 @@ def quote_answer(req: QuoteRequest, prices: Prices) -> Quote:
         req.workload, got.constraints, view.offers, builds,
         runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=got.snapshot_id,
         price_reference=view.catalog, stale_after_days=_stale_after_days(store),
-        estimator=guarded_estimator(estimate), time_limit_s=solve_budget_s(DEFAULT_TIME_LIMIT_S, 1),
+        estimator=_estimator(prices), time_limit_s=solve_budget_s(DEFAULT_TIME_LIMIT_S, 1),
+        calibration=quote_calibration(req, prices),
+        quota_book=_quota_book(prices),
     )
     # Every offer stays accounted for: what the view set aside is listed with its reason.
     q.rejected = merge_rejected(q.rejected, view.left_out)
     if q.estimate is not None:
         q.estimate.update(offers_total=view.total, offers_considered=len(view.offers))
-    return q
+    return save_quote_run(req, q, prices)
 
 
 def frontier_answer(req: QuoteRequest, prices: Prices) -> FrontierResult:
@@ -136,7 +166,7 @@ def frontier_answer(req: QuoteRequest, prices: Prices) -> FrontierResult:
     return frontier(
         req.workload, got.constraints, got.view.offers, got.store.local_builds(),
         runs=req.runs, prices_as_of=got.store.prices_as_of(), snapshot_id=got.snapshot_id,
-        estimator=guarded_estimator(estimate),
+        estimator=_estimator(prices),
     )
 
 
@@ -150,7 +180,7 @@ def breakeven_answer(req: BreakevenRequest, prices: Prices) -> BreakevenResult:
         runs_per_month=req.runs_per_month, horizon_months=req.horizon_months,
         electricity_usd_per_kwh=resolve_usd_per_kwh(req.electricity_usd_per_kwh, req.electricity_region),
         prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        estimator=guarded_estimator(estimate),
+        estimator=_estimator(prices),
     )
 
 
@@ -165,9 +195,12 @@ def plan_answer(req: PlanRequest, prices: Prices) -> PlanResult:
     return plan(
         req.jobs, req.horizon_months, got.constraints, got.view.offers,
         got.store.local_builds(), capex_budget_usd=req.capex_budget_usd, prices_as_of=got.store.prices_as_of(),
-        snapshot_id=got.snapshot_id, estimator=guarded_estimator(estimate),
+        snapshot_id=got.snapshot_id, estimator=_estimator(prices),
         # One limit for the whole request: the plan, all-cloud and all-local solves share it.
         time_limit_s=solve_budget_s(req.time_limit_s, PLAN_SOLVES),
+        commitments=req.allow_commitments,
+        commitment_value_after_horizon=req.commitment_value_after_horizon,
+        quota_book=_quota_book(prices),
     )
 
 
@@ -198,5 +231,5 @@ def recommend_answer(req: RecommendRequest, prices: Prices, settings: Settings) 
         budget_usd=req.budget_usd, deadline_hours=req.deadline_hours, runs_per_month=req.runs_per_month,
         electricity_usd_per_kwh=resolve_usd_per_kwh(req.electricity_usd_per_kwh, req.electricity_region),
         prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        estimator=guarded_estimator(estimate),
+        estimator=_estimator(prices),
     )

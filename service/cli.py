@@ -14,13 +14,14 @@ import os
 import re
 import sys
 import threading
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import click
 import typer
 from typer.core import TyperGroup
 
 from optimizer.errors import GpucostError, InvalidInput
+from service.cli_help import print_version
 
 try:  # typer >= 0.20 vendors click and raises its own copies of click's exceptions
     from typer._click import exceptions as _typer_click
@@ -37,6 +38,12 @@ COMMAND_MODULES = (
     "plan",
     "recommend",
     "frontier",
+    "runs",
+    "reconcile",
+    "spend",
+    "quotas",
+    "probe",
+    "measurements",
 )
 
 _USAGE_ERRORS = (click.UsageError, _typer_click.UsageError)
@@ -132,6 +139,14 @@ def build_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
         context_settings={"max_content_width": 80, "terminal_width": 80, "help_option_names": ["-h", "--help"]},
         add_completion=True,
     )
+
+    @new_app.callback()
+    def _root(
+        version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                              callback=print_version)] = False,
+    ) -> None:
+        pass
+
     for name in modules:
         importlib.import_module(f"service.commands.{name}").register(new_app)
     return new_app
@@ -169,7 +184,9 @@ def _command(typer_app: typer.Typer) -> click.Command:
     would otherwise make that command the whole program), with the completion options."""
     group = typer.main.get_group(typer_app)
     group.params.extend(typer.main.get_install_completion_arguments())
-    return group
+    from service.cli_help import decorate  # --version, examples in help, completion of names
+
+    return decorate(group)
 
 
 def main() -> NoReturn:

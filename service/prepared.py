@@ -51,7 +51,7 @@ FORMAT = 1
 SNAPSHOTS_KEPT = 4
 # Modules whose code decides what a prepared file holds and means.
 _SHAPING = ("optimizer.candidates.offer_groups", "optimizer.candidates.estimator", "optimizer.estimator.gpus",
-            "optimizer.price_warnings", "optimizer.offer", __name__)
+            "optimizer.price_warnings", "optimizer.offer", "optimizer.storage_prices", __name__)
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,11 @@ class PreparedReader:
 
     def current(self) -> PreparedReader:
         return self
+
+    @property
+    def db_file(self) -> Path:
+        """The SQLite store this reader answers for (its measurements are read from it)."""
+        return self._db_file
 
     def snapshot_id(self) -> str:
         return self._snapshot

@@ -23,6 +23,7 @@ from optimizer.results import (
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild, Offer
 from pricing.status import ProviderStatus
+from service.run_schemas import SaveRun
 
 __all__ = [
     "BreakevenRequest",
@@ -70,6 +71,10 @@ class QuoteRequest(BaseModel):
     constraints: Constraints = Field(default_factory=Constraints)
     runs: Annotated[int, Field(ge=1, le=100_000)] = 1
     top: Annotated[int, Field(ge=1, le=1000)] = 10
+    # Save the best option as a planned run (``gpucost runs``); the quote says how to tag it.
+    save_run: SaveRun | None = None
+    # Apply the hours and rate factors learnt from reconciled bills (``gpucost reconcile``).
+    use_calibration: bool = True
 
 
 class RentTarget(BaseModel):
@@ -125,6 +130,8 @@ class JobSpec(BaseModel):
     runs_per_month: Annotated[float, Field(ge=0, le=10_000)] = 1
     deadline_hours: Annotated[float, Field(gt=0, le=100_000)] | None = None
     start_month: Annotated[int, Field(ge=0, le=120)] = 0
+    # Whose budget the job's spend counts against (``constraints.team_budgets``).
+    team: Annotated[str, Field(min_length=1, max_length=100)] | None = None
 
 
 class PlanRequest(BaseModel):
@@ -136,6 +143,11 @@ class PlanRequest(BaseModel):
     constraints: Constraints = Field(default_factory=Constraints)
     capex_budget_usd: Annotated[float, Field(ge=0, le=1e12)] | None = None
     time_limit_s: Annotated[float, Field(gt=0, le=600)] = 30
+    # Commit instances for a term (reserved, savings plan) where a rental offers terms (docs/commitments.md).
+    allow_commitments: bool = True
+    # True: a term longer than what is left of the horizon is charged only for the horizon's months
+    # (it can be resold or used by other work); false: in full.
+    commitment_value_after_horizon: bool = False
 
     @model_validator(mode="after")
     def _unique_names(self) -> PlanRequest:

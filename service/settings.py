@@ -56,6 +56,7 @@ class Settings(BaseModel):
     refresh_cron: str | None = Field(default=None, description='e.g. "0 3 * * *" (UTC)')
     stale_after_days: float = 3.0
     price_book: str | None = Field(default=None, description="path of a YAML/CSV price book")
+    quotas: str | None = Field(default=None, description="path of a YAML/CSV quota file (provider, region, code, limit)")
     fx_file: str | None = Field(default=None, description="CSV of dated exchange rates added to the bundled ones")
     aws_regions: tuple[str, ...] = ("us-east-1", "us-west-2", "eu-west-1")
     gcp_project: str | None = None
@@ -72,6 +73,9 @@ class Settings(BaseModel):
     max_quotes: int = Field(default_factory=lambda: 2 * max(1, os.cpu_count() or 1), ge=1, le=1024)
     quote_queue: int = Field(default=128, ge=0, le=100_000)
     request_time_limit_s: float = Field(default=60.0, gt=0, le=3600)
+    # Expensive requests one client address may have running or queued at once (0: no limit):
+    # one caller's flood is refused past its share instead of filling every lane.
+    max_requests_per_client: int = Field(default=32, ge=0, le=100_000)
     max_body_bytes: int = Field(default=1_000_000, ge=1024, le=1_000_000_000)
     # Worker processes for plans, frontiers and recommendations (0: on the server's threads).
     # ``service.api.asgi`` (what ``gpucost serve`` runs) defaults it to ``max_solves``.

@@ -7,9 +7,11 @@ joins them, prunes to the Pareto set and ranks, and is where callers import ever
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
+from optimizer.candidates.amounts import MovingMemo
 from optimizer.candidates.cloud import MIN_GPUS_FOR_MULTI_NODE, _cloud_candidate, _Config, cloud_candidates
 from optimizer.candidates.estimator import (
     Estimator,
@@ -45,8 +47,10 @@ from optimizer.candidates.types import (
     Pricing,
 )
 from optimizer.results import Estimate
+from optimizer.spot_risk import SpotOptions
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild, Offer
+from optimizer.price_warnings import PriceScreen
 
 __all__ = [
     "EXCLUDED",
@@ -106,21 +110,27 @@ def generate(
     shardings: ShardingChoices | None = None,
     assumptions: CostAssumptions | None = None,
     quotas: Mapping[str, int] | None = None,
+    screen: PriceScreen | None = None,
 ) -> CandidateSet:
-    """All candidates for one job, pruned to the Pareto set, plus the ``top`` cheapest per offer."""
+    """All candidates for one job, pruned to the Pareto set, plus the ``top`` cheapest per offer.
+
+    ``screen``: prices it calls suspect are rejected with its reason unless the constraints allow them."""
     a = assumptions or CostAssumptions()
+    if constraints.egress_gb and not a.egress_gb_per_run:
+        a = dataclasses.replace(a, egress_gb_per_run=constraints.egress_gb)
     sh = shardings or default_shardings()
     tally = RejectionTally()
-    memo: dict[tuple[str, int, str | None], Estimate | str] = {}
+    # Estimates kept for another amount of training move to this one when read (``candidates.amounts``).
+    memo: dict[tuple[str, int, str | None], Estimate | str] = MovingMemo(workload)
     config_best, per_offer, feasible = cloud_candidates(
         workload, constraints, offers, runs=runs, estimator=estimator, shardings=sh,
-        assumptions=a, quotas=quotas, tally=tally, memo=memo,
+        assumptions=a, quotas=quotas, tally=tally, memo=memo, screen=screen,
     )
     local = local_candidates(
         workload, constraints, builds, runs=runs, estimator=estimator, shardings=sh,
         assumptions=a, tally=tally, memo=memo,
     )
-    ranked = _ranked(per_offer, local, runs, top, a)
+    ranked = _ranked(per_offer, local, runs, top, a, SpotOptions.of(constraints))
     builds_ok = {c.instance_type for c in local}
     return CandidateSet(
         pareto=pareto([*config_best, *local]),
@@ -137,6 +147,7 @@ def _ranked(
     runs: int,
     top: int,
     a: CostAssumptions,
+    so: SpotOptions | None = None,
 ) -> list[Candidate]:
     # Zones of one region show the same instance: keep the cheapest zone only.
     want = max(top * 4, top + 20)
@@ -147,7 +158,7 @@ def _ranked(
         if k in seen:
             continue
         seen.add(k)
-        out.append(_cloud_candidate(o, gpu, cfg, p, runs, a))
+        out.append(_cloud_candidate(o, gpu, cfg, p, runs, a, so or SpotOptions()))
     best_local: dict[str, Candidate] = {}
     for c in local:
         cur = best_local.get(c.instance_type)

@@ -17,7 +17,7 @@ per patch token for a ViT), and the estimate's other hours (setup, download, che
 Why ``rental_floor_usd`` is a floor on an offer's cost per run (``candidates.cloud``): a
 configuration on ``nodes`` x ``gpus_per_node`` GPUs costs ``price * nodes * billed(setup +
 train)``, plus block storage; billing rounds up, setup and storage are non-negative, spot adds
-the expected reclaim losses (``costs.spot_wall_hours``, linear in the hours). ``price * nodes *
+the expected reclaim losses (``spot_risk``, never negative). ``price * nodes *
 train`` is the per-GPU price times the GPU-hours, whatever the count, and a GPU partition (a
 quarter card sold for a quarter price) runs at its share of the card's speed, so its per-card
 price times the card-hours is the same product. Estimates carry hours rounded to 4 decimals, so
@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from optimizer import costs
 from optimizer.candidates.cloud import _filter_offers
 from optimizer.candidates.rejections import RejectionTally
 from optimizer.candidates.types import CostAssumptions
@@ -84,8 +83,8 @@ def rental_floor_usd(
     if offer.price_hour is not None:
         out = offer.price_hour / gpn * hours
     if allow_spot and offer.spot_price_hour is not None:
-        spot_hours = costs.spot_wall_hours(hours, assumptions.spot_interruptions_per_hour)
-        out = min(out, offer.spot_price_hour / gpn * spot_hours)
+        # Reclaims only add hours (each offer's own rate, optimizer.spot_risk): the bare hours bound them.
+        out = min(out, offer.spot_price_hour / gpn * hours)
     return out
 
 

@@ -14,11 +14,12 @@ furthest in (VRAM, then host, then deadline, then budget).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from optimizer import costs
+from optimizer import costs, spot_risk
 from optimizer.candidates.estimator import (
     Estimator,
     ShardingChoices,
@@ -29,6 +30,10 @@ from optimizer.candidates.estimator import (
     default_shardings,
     job_host,
 )
+from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
+from optimizer.candidates.feeding import host_feed
+from optimizer.candidates.fitting import settle
+from optimizer.candidates.headroom import TIGHT_PREFIX
 from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
@@ -51,11 +56,16 @@ from optimizer.candidates.types import (
     CostAssumptions,
     Pricing,
 )
+from optimizer.candidates.amounts import MovingMemo, amount_key, movable, moved_config, moved_estimate
+from optimizer.estimator.amounts import amount_of
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.results import Estimate, Recipe
 from optimizer.offer import Offer
+from optimizer.egress_prices import egress_usd_per_gb
+from optimizer.price_warnings import PriceScreen
+from optimizer.subscriptions import SubscriptionLimits, monthly_floor_usd, session_plan, subscription_of
 
 MIN_GPUS_FOR_MULTI_NODE = 8
 
@@ -75,6 +85,13 @@ class _Config:
     setup_hours: float = 0.0  # per node per run, billed once
     recipe: Recipe | None = None
     disk_gb_per_node: float = 0.0  # checkpoint, dataset and outputs: rented as block storage
+    checkpoint_gb: float = 0.0  # what a spot run saves to survive a reclaim (optimizer.spot_risk)
+    basis: str = "model"  # the estimate's basis (optimizer.measured)
+    measurement_id: str | None = None
+    warnings: tuple[str, ...] = ()  # what the option should say: a tight fit, idle GPUs
+    images: bool = False  # an image job (JPEG decoding feeds it; ``candidates.feeding``)
+    # The estimate it was made from, to move it to another amount of training (``candidates.amounts``).
+    source: Estimate | None = field(default=None, compare=False, repr=False)
 
 
 def _offer_label(o: Offer) -> str:
@@ -95,8 +112,10 @@ def _configs(
     memo: dict[tuple[str, int, str | None], Estimate | str],
     fabric: bool = False,
     setup_hours: float | None = None,
+    margin: float | None = None,
 ) -> list[_Config]:
     out: list[_Config] = []
+    batch_size = workload.global_batch_size
     whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
     # Several nodes only of full-size instances sold with an inter-node fabric (EFA, InfiniBand,
     # GPUDirect): data-parallel training across machines runs at the estimated speed only there.
@@ -106,11 +125,22 @@ def _configs(
         total = gpus_per_node * nodes
         if total > max_gpus:
             break
-        count = int(total) if whole else 1
+        offered = int(total) if whole else 1
+        # The GPUs that train: all of them, or those that divide the global batch (the rest idle).
+        count = data_parallel_width(batch_size, offered)
+        if count is None:
+            out.append(_Config(nodes, "none", 0, 0, 0, 0, total, cannot_keep(batch_size, offered)))
+            continue
         fitted: set[str] = set()
         for sharding in _sharding_calls(workload, count, shardings):
             if sharding in _SLOWER_THAN and fitted & _SLOWER_THAN[sharding]:
                 continue  # same compute, strictly more traffic than a scheme that already fits
+            if workload.sharding == "auto" and any(
+                c.reason is None and c.nodes == nodes and not _tight(c) for c in out
+            ):
+                # ``auto`` takes the lightest scheme that fits with headroom: DDP, then ZeRO-2, then
+                # ZeRO-3 (a tight fit lets the next scheme try for headroom).
+                break
             key = (gpu, count, sharding)
             est = memo.get(key)
             if est is None:
@@ -118,6 +148,16 @@ def _configs(
             label = sharding or "none"
             if isinstance(est, str):
                 out.append(_Config(nodes, label, 0, 0, 0, 0, total, est))
+                continue
+            notes: tuple[str, ...] = ()
+            if whole:
+                settled = settle(estimator, workload, est, gpus=offered, used=count, sharding=sharding, margin=margin)
+                if settled.est is None:
+                    out.append(_Config(nodes, est.sharding or label, 0, 0, 0, 0, total, settled.reason))
+                    continue
+                est, notes = settled.est, settled.warnings
+            elif (why := recipe_reason(est, 1)) is not None:
+                out.append(_Config(nodes, est.sharding or label, 0, 0, 0, 0, total, why))
                 continue
             label = est.sharding or label
             host = job_host(est)
@@ -151,9 +191,21 @@ def _configs(
                     setup_hours=setup,
                     recipe=est.recipe,
                     disk_gb_per_node=est.host.disk_gb,
+                    checkpoint_gb=spot_risk.checkpoint_gb(est.trainable_params, workload.optimizer),
+                    basis=est.basis,
+                    measurement_id=est.measurement_id,
+                    warnings=notes,
+                    images=bool((est.details.get("host_feed") or {}).get("unit") == "images"),
+                    source=est,
                 )
             )
-    return out
+    # Headroom first: a tight fit stays only where no scheme fits these nodes with headroom.
+    safe_nodes = {c.nodes for c in out if c.reason is None and not _tight(c)}
+    return [c for c in out if not (c.nodes in safe_nodes and c.reason is None and _tight(c))]
+
+
+def _tight(c: _Config) -> bool:
+    return any(w.startswith(TIGHT_PREFIX) for w in c.warnings)
 
 
 # A group's configurations for one workload follow from the workload and the hardware alone (with
@@ -166,7 +218,8 @@ def _configs(
 CONFIGS_MEMO_SIZE = 2048
 _EstimateKey = tuple[str, int, str | None]
 _Memo = dict[_EstimateKey, Estimate | str]
-_KeptConfigs = tuple[list[_Config], tuple[tuple[_EstimateKey, Estimate | str], ...]]
+# (configurations, the estimates read, the amount of training they hold, whether they move to another)
+_KeptConfigs = tuple[list[_Config], tuple[tuple[_EstimateKey, Estimate | str], ...], tuple[float | None, ...], bool]
 _CONFIGS: LruMemo[tuple[object, ...], _KeptConfigs] = LruMemo(CONFIGS_MEMO_SIZE)
 
 
@@ -174,18 +227,28 @@ def _reusable(estimator: Estimator, shardings: ShardingChoices) -> bool:
     return inspect.unwrap(estimator) is default_estimator() and shardings is default_shardings()
 
 
-def _kept(key: tuple[object, ...], make: Callable[[_Memo], list[_Config]], memo: _Memo) -> list[_Config]:
-    """``make(memo)`` from what earlier requests kept under ``key``; the estimates it read go into
-    ``memo`` either way."""
+def _kept(
+    key: tuple[object, ...], make: Callable[[_Memo], list[_Config]], memo: _Memo,
+    workload: Workload, gpus_per_node: float, setup_hours: float | None,
+) -> list[_Config]:
+    """``make(memo)`` from what earlier requests kept under ``key`` (the workload without its amount
+    of training), moved to ``workload``'s amount (``candidates.amounts``); the estimates it read go
+    into ``memo`` either way."""
 
     def compute() -> _KeptConfigs:
         read: _Memo = {}
-        return make(read), tuple(read.items())
+        cfgs = make(read)
+        return cfgs, tuple(read.items()), amount_of(workload), movable(cfgs, gpus_per_node, setup_hours)
 
-    cfgs, read = _CONFIGS.get_or_compute(key, compute)
+    cfgs, read, amount, can_move = _CONFIGS.get_or_compute(key, compute)
+    if amount != amount_of(workload) and not can_move:
+        return make(memo)
+    # A ``MovingMemo`` moves an estimate when it is read; a plain one takes them moved.
+    lazy = isinstance(memo, MovingMemo) and memo.workload is workload
     for k, est in read:
-        memo.setdefault(k, est)
-    return cfgs
+        if k not in memo:
+            memo[k] = est if lazy else moved_estimate(est, workload)
+    return [moved_config(c, workload, gpus_per_node, setup_hours) for c in cfgs]
 
 
 # Forgotten with the estimator's memos (``estimate.clear_cache``: after calibration changes).
@@ -219,6 +282,35 @@ def _sharding_calls(workload: Workload, count: int, shardings: ShardingChoices) 
     return list(shardings(workload.sharding, count))
 
 
+def _fed_variants(cfgs: list[_Config], members: list[Offer], gpu: str, image_size: int) -> list[_Config]:
+    """Each configuration as run on the CPU-short hosts of ``members``: slower by what their cores
+    (or GPU JPEG decoding) can feed, with a note; none below the 70 % floor (``candidates.feeding``).
+    A variant asks for exactly its host's vCPUs, so larger hosts keep the full-speed configuration,
+    which costs them less."""
+    need = max((c.cores_per_node for c in cfgs), default=0.0)
+    short = sorted({float(o.vcpus) for o in members if o.vcpus is not None and o.vcpus < need})
+    if not short:
+        return []  # every host feeds every configuration
+    out: list[_Config] = []
+    for c in cfgs:
+        for v in short:
+            if v >= c.cores_per_node:
+                break
+            feed = host_feed(v, c.cores_per_node, images=c.images, gpu=gpu, image_size=image_size)
+            if feed is None:
+                continue
+            out.append(dataclasses.replace(
+                c, train_hours=c.train_hours / feed.busy_share, cores_per_node=v, warnings=(*c.warnings, feed.note),
+            ))
+    return out
+
+
+def _in_sessions(c: _Config, limits: SubscriptionLimits) -> _Config:
+    """``c`` on a subscription: split into the plan's sessions, each restart counted in the hours."""
+    sp = session_plan(limits, c.train_hours, c.setup_hours)
+    return dataclasses.replace(c, train_hours=c.train_hours + sp.restart_hours, warnings=(*c.warnings, sp.note))
+
+
 def _host_reason(cfg: _Config, offer: Offer) -> str | None:
     if offer.ram_gb is not None and offer.ram_gb < cfg.ram_gb_per_node:
         return NO_HOST_RAM
@@ -227,11 +319,40 @@ def _host_reason(cfg: _Config, offer: Offer) -> str | None:
     return None
 
 
+def _spot_job(offer: Offer, cfg: _Config, so: spot_risk.SpotOptions) -> spot_risk.SpotJob:
+    rate = spot_risk.spot_rate(offer.provider, offer.region, offer.instance_type)
+    return spot_risk.SpotJob(cfg.train_hours, cfg.setup_hours, cfg.nodes, rate, cfg.checkpoint_gb, so.interval_hours)
+
+
+def _egress_per_run_usd(offer: Offer, a: CostAssumptions) -> float:
+    """The request's egress (GB per run) at the provider's internet egress price; 0 where unpriced."""
+    if not a.egress_gb_per_run:
+        return 0.0
+    return a.egress_gb_per_run * (egress_usd_per_gb(offer.provider) or 0.0)
+
+
+def _egress_notes(offer: Offer, a: CostAssumptions) -> tuple[str, ...]:
+    if not a.egress_gb_per_run or egress_usd_per_gb(offer.provider) is not None:
+        return ()
+    return (f"egress not priced: no public internet egress price for {offer.provider} "
+            f"({a.egress_gb_per_run:g} GB a run leave it)",)
+
+
 def _cloud_candidate(
-    offer: Offer, gpu: str, cfg: _Config, pricing: Pricing, runs: int, a: CostAssumptions
+    offer: Offer, gpu: str, cfg: _Config, pricing: Pricing, runs: int, a: CostAssumptions,
+    so: spot_risk.SpotOptions = spot_risk.SpotOptions(),
 ) -> Candidate:
     price = offer.spot_price_hour if pricing == "spot" else offer.price_hour
     assert price is not None
+    # Spot: this offer's own reclaim risk (rate, notice) on this job's checkpoint and restart.
+    job = _spot_job(offer, cfg, so) if pricing == "spot" else None
+    spot = None
+    if job is not None:
+        seed = spot_risk.seed_for(offer.provider, offer.region, offer.instance_type, cfg.nodes, cfg.sharding)
+        # The job's disk is billed with the instance, on spot and on the fallback alike.
+        disk = (offer.storage_usd_per_gb_month or 0.0) / costs.HOURS_PER_MONTH * cfg.disk_gb_per_node
+        od = offer.price_hour + disk if offer.price_hour is not None else None
+        spot = spot_risk.SpotPricing(job, price + disk, od, so.deadline_hours, seed)
     rc = costs.rent_cost(
         price,
         cfg.train_hours,
@@ -240,13 +361,22 @@ def _cloud_candidate(
         min_billing_s=offer.min_billing_s,
         spot=pricing == "spot",
         setup_hours=cfg.setup_hours,
-        interruptions_per_hour=a.spot_interruptions_per_hour,
+        spot_train_wall_hours=spot_risk.expected_train_wall_hours(job) if job is not None else None,
     )
     # On billed hours: the disk lives as long as the instance is billed, and the bill stays
     # (price + storage rate) x billed hours, so configurations rank the same on every offer.
     storage = costs.storage_usd(cfg.disk_gb_per_node, offer.storage_usd_per_gb_month, rc.billed_hours, cfg.nodes)
+    egress = _egress_per_run_usd(offer, a)
     breakdown = rc.breakdown(runs)
     breakdown["storage_usd"] = storage * runs
+    if a.egress_gb_per_run:
+        breakdown["egress_usd"] = egress * runs
+    # A subscription's month costs its fee however few units the runs draw.
+    plan = subscription_of(offer.provider, offer.instance_type)
+    per_run = rc.cost_per_run_usd + storage + egress
+    floor = max(0.0, monthly_floor_usd(plan, per_run * runs) - per_run * runs) if plan else 0.0
+    if plan is not None:
+        breakdown["subscription_fee_floor_usd"] = floor
     return Candidate(
         key=f"{offer.provider}/{offer.region}/{offer.zone or ''}/{offer.instance_type}/{cfg.nodes}/{cfg.sharding}/{pricing}",
         kind="cloud",
@@ -260,8 +390,8 @@ def _cloud_candidate(
         pricing=pricing,
         hourly_usd=price * cfg.nodes,
         hours=rc.wall_hours,
-        fixed_usd=0.0,
-        cost_per_run_usd=rc.cost_per_run_usd + storage,
+        fixed_usd=floor,
+        cost_per_run_usd=per_run,
         runs=runs,
         memory_need_gb_per_gpu=cfg.mem_gb,
         vram_gb_per_gpu=offer.gpu_vram_gb,
@@ -271,6 +401,10 @@ def _cloud_candidate(
         as_of=offer.as_of,
         total_gpus=cfg.total_gpus,
         recipe=cfg.recipe,
+        warnings=cfg.warnings + _egress_notes(offer, a),
+        spot=spot,
+        basis=cfg.basis,
+        measurement_id=cfg.measurement_id,
     )
 
 
@@ -281,10 +415,27 @@ class _Group:
     vram_gb: float
     fabric: bool = False
     offers: list[Offer] = field(default_factory=list)
+    subscription: SubscriptionLimits | None = None  # a plan's limits (``optimizer.subscriptions``)
+
+
+def _screened(o: Offer, screen: PriceScreen, allow_spot: bool, tally: RejectionTally) -> Offer | None:
+    """``o`` without the prices the screen calls suspect; None (tallied) when no usable price is left."""
+    od, sp = screen.reasons(o)
+    if od is None and (sp is None or not allow_spot):
+        return o
+    price = None if od else o.price_hour
+    spot = None if sp else o.spot_price_hour
+    if price is None and not (allow_spot and spot is not None):
+        had = o.price_hour is not None or (allow_spot and o.spot_price_hour is not None)
+        tally.add((od or sp or NO_PRICE) if had else NO_PRICE, _offer_label(o))
+        return None
+    if sp is not None and allow_spot:
+        tally.add(sp, _offer_label(o))  # its spot price is set aside; it may still run on demand
+    return o.model_copy(update={"price_hour": price, "spot_price_hour": spot})
 
 
 def _filter_offers(
-    offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally
+    offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally, screen: PriceScreen | None = None
 ) -> dict[tuple[str, float, float, bool], _Group]:
     providers = {p.lower() for p in constraints.providers} if constraints.providers else None
     regions = set(constraints.regions) if constraints.regions else None
@@ -305,11 +456,18 @@ def _filter_offers(
         if o.price_hour is None and not (constraints.allow_spot and o.spot_price_hour is not None):
             tally.add(NO_PRICE, _offer_label(o))
             continue
+        if screen is not None and not constraints.allow_suspect_prices:
+            kept = _screened(o, screen, constraints.allow_spot, tally)
+            if kept is None:
+                continue
+            o = kept
         fabric = bool(getattr(o, "inter_node_fabric", False))
-        key = (gpu, o.gpu_count, o.gpu_vram_gb, fabric)
+        # A subscription's offers form groups of their own: its session limits change the hours.
+        plan = subscription_of(o.provider, o.instance_type)
+        key = (gpu, o.gpu_count, o.gpu_vram_gb, fabric, plan.plan if plan else None)  # type: ignore[assignment]
         g = groups.get(key)
         if g is None:
-            g = groups[key] = _Group(gpu, o.gpu_count, o.gpu_vram_gb, fabric)
+            g = groups[key] = _Group(gpu, o.gpu_count, o.gpu_vram_gb, fabric, subscription=plan)
         g.offers.append(o)
     return groups
 
@@ -326,6 +484,7 @@ def cloud_candidates(
     quotas: Mapping[str, int] | None,
     tally: RejectionTally,
     memo: dict[tuple[str, int, str | None], Estimate | str],
+    screen: PriceScreen | None = None,
 ) -> tuple[list[Candidate], list[tuple[float, float, Offer, str, _Config, Pricing]], int]:
     """Config-best candidates that may be Pareto-optimal (for the ILP), per-offer best rows (for
     ranking), and the count of feasible offers."""
@@ -337,9 +496,10 @@ def cloud_candidates(
     per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]] = []
     feasible_offers = 0
     pricings: list[Pricing] = ["on_demand", "spot"] if constraints.allow_spot else ["on_demand"]
+    so = spot_risk.SpotOptions.of(constraints)
     reuse = _reusable(estimator, shardings)
 
-    for group in _filter_offers(offers, constraints, tally).values():
+    for group in _filter_offers(offers, constraints, tally, screen).values():
         gpn = group.gpus_per_node
         # Quota and max-GPU limits differ by provider only through the quota, so build the
         # configurations per provider when quotas are set.
@@ -357,12 +517,12 @@ def cloud_candidates(
                 return _configs(
                     workload, g.gpu, gpn, g.vram_gb, estimator=estimator, shardings=shardings,
                     max_nodes=assumptions.max_nodes, max_gpus=max_gpus, quota=quota, memo=m,
-                    fabric=g.fabric, setup_hours=assumptions.setup_hours,
+                    fabric=g.fabric, setup_hours=assumptions.setup_hours, margin=constraints.safety_margin,
                 )
 
-            key = (workload.cache_key(), group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
-                   group.fabric, assumptions.setup_hours)
-            cfgs = _kept(key, make, memo) if reuse else make(memo)
+            key = (amount_key(workload), group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
+                   group.fabric, assumptions.setup_hours, constraints.safety_margin)
+            cfgs = _kept(key, make, memo, workload, gpn, assumptions.setup_hours) if reuse else make(memo)
             # Offer-independent reason of the best config-level attempt.
             base_reason: str | None = None
             for c in cfgs:
@@ -373,11 +533,14 @@ def cloud_candidates(
                 for o in members:
                     tally.add(base_reason or UNSUPPORTED, _offer_label(o))
                 continue
+            live = live + _fed_variants(live, members, group.gpu, workload.image_size)
+            if group.subscription is not None:
+                live = [_in_sessions(c, group.subscription) for c in live]
             feasible_offers += _price_group(
                 group.gpu, live, members, pricings, runs, deadline, budget, assumptions,
-                config_best, per_offer, tally,
+                config_best, per_offer, tally, so,
             )
-    frontier = [_cloud_candidate(o, gpu, cfg, p, runs, assumptions) for o, gpu, cfg, p in _frontier_rows(config_best)]
+    frontier = [_cloud_candidate(o, gpu, cfg, p, runs, assumptions, so) for o, gpu, cfg, p in _frontier_rows(config_best)]
     return frontier, per_offer, feasible_offers
 
 
@@ -417,6 +580,7 @@ def _price_group(
     config_best: list[tuple[float, float, Offer, str, _Config, Pricing]],
     per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]],
     tally: RejectionTally,
+    so: spot_risk.SpotOptions = spot_risk.SpotOptions(),
 ) -> int:
     """Price every offer of one group; returns how many offers had a feasible configuration.
 
@@ -425,34 +589,46 @@ def _price_group(
     and stops at the first configuration its host can take (costs only rise from there, so a
     budget miss ends the walk too); each configuration walks the offers by price likewise.
     """
-    wall: dict[tuple[int, Pricing], float] = {}
-    for i, c in enumerate(cfgs):
-        for p in pricings:
-            train = (
-                costs.spot_wall_hours(c.train_hours, a.spot_interruptions_per_hour) if p == "spot" else c.train_hours
-            )
-            wall[(i, p)] = c.setup_hours + train
-    rules: dict[tuple[int, int], list[Offer]] = {}
+    # Spot hours depend on the offer's reclaim rate and notice (``optimizer.spot_risk``), so with
+    # spot the offers are grouped by those too: within a rule every configuration costs price x factor.
+    rates = {id(o): spot_risk.spot_rate(o.provider, o.region, o.instance_type) for o in members} if (
+        "spot" in pricings) else {}
+    rules: dict[tuple[int, int, tuple[float, float] | None], list[Offer]] = {}
+    rate_of: dict[tuple[float, float] | None, spot_risk.SpotRate | None] = {}
     for o in members:
-        rules.setdefault((o.billing_increment_s, o.min_billing_s), []).append(o)
+        r = rates.get(id(o))
+        rk = r.key if r is not None else None
+        rate_of.setdefault(rk, r)
+        rules.setdefault((o.billing_increment_s, o.min_billing_s, rk), []).append(o)
+    wall: dict[tuple[int, Pricing, tuple[float, float] | None], float] = {}
+    for i, c in enumerate(cfgs):
+        for rk, r in rate_of.items():
+            for p in pricings:
+                train = c.train_hours
+                if p == "spot" and r is not None:
+                    train = spot_risk.train_wall_hours(
+                        c.train_hours, c.setup_hours, c.nodes, r, c.checkpoint_gb, so.interval_hours)
+                wall[(i, p, rk)] = c.setup_hours + train
 
     best_of: dict[int, tuple[float, float, int, Pricing]] = {}  # id(offer) -> (cost, hours, cfg, pricing)
-    best_for_cfg: dict[tuple[int, Pricing], tuple[float, Offer]] = {}
+    best_for_cfg: dict[tuple[int, Pricing], tuple[float, Offer, float]] = {}
     inf = float("inf")
     cap_budget = inf if budget is None else budget
     for p in pricings:
         spot = p == "spot"
-        on_time = [i for i in range(len(cfgs)) if deadline is None or wall[(i, p)] <= deadline]
-        if not on_time:
-            continue
-        for (inc, mn), offs in rules.items():
-            factor = {i: costs.billed_hours(wall[(i, p)], inc, mn) * cfgs[i].nodes * runs for i in on_time}
-            order = sorted(on_time, key=lambda i: (factor[i], wall[(i, p)]))
+        for (inc, mn, rk), offs in rules.items():
+            on_time = [i for i in range(len(cfgs)) if deadline is None or wall[(i, p, rk)] <= deadline]
+            if not on_time:
+                continue
+            factor = {i: costs.billed_hours(wall[(i, p, rk)], inc, mn) * cfgs[i].nodes * runs for i in on_time}
+            order = sorted(on_time, key=lambda i: (factor[i], wall[(i, p, rk)]))
             # Per config in cost order: (index, cost factor, RAM and vCPUs a node needs, hours).
-            steps = [(i, factor[i], cfgs[i].ram_gb_per_node, cfgs[i].cores_per_node, wall[(i, p)]) for i in order]
+            steps = [(i, factor[i], cfgs[i].ram_gb_per_node, cfgs[i].cores_per_node, wall[(i, p, rk)]) for i in order]
             # Block storage is billed over the same hours as the instance, so an offer's hourly
             # rate for config i is its price plus the job's disk at its storage rate.
             priced: list[tuple[float, float, float, float, Offer]] = []
+            # Egress is paid per run whatever the configuration: the same for every step of an offer.
+            egress_of = {id(o): _egress_per_run_usd(o, a) * runs for o in offs} if a.egress_gb_per_run else {}
             for o in offs:
                 price = o.spot_price_hour if spot else o.price_hour
                 if price is not None:
@@ -463,34 +639,38 @@ def _price_group(
                 for i, f, need_ram, need_cpu, hours in steps:
                     if ram < need_ram or cpu < need_cpu:
                         continue
-                    cost = (price + disk_rate * cfgs[i].disk_gb_per_node) * f
+                    cost = (price + disk_rate * cfgs[i].disk_gb_per_node) * f + egress_of.get(id(o), 0.0)
                     if cost <= cap_budget:
                         cur = best_of.get(id(o))
                         if cur is None or cost < cur[0] or (cost == cur[0] and hours < cur[1]):
                             best_of[id(o)] = (cost, hours, i, p)
                     break  # later configurations of this offer only cost more
-            for i, f, need_ram, need_cpu, _hours in steps:
+            for i, f, need_ram, need_cpu, cfg_hours in steps:
                 disk = cfgs[i].disk_gb_per_node
-                for price, disk_rate, ram, cpu, o in sorted(priced, key=lambda r: r[0] + r[1] * disk):
+                for price, disk_rate, ram, cpu, o in sorted(
+                    priced, key=lambda r: (r[0] + r[1] * disk) * f + egress_of.get(id(r[4]), 0.0)
+                ):
                     if ram < need_ram or cpu < need_cpu:
                         continue
-                    cost = (price + disk_rate * disk) * f
+                    cost = (price + disk_rate * disk) * f + egress_of.get(id(o), 0.0)
                     if cost <= cap_budget:
                         prev = best_for_cfg.get((i, p))
                         if prev is None or cost < prev[0]:
-                            best_for_cfg[(i, p)] = (cost, o)
+                            best_for_cfg[(i, p)] = (cost, o, cfg_hours)
                     break
 
     feasible = 0
     for o in members:
         best = best_of.get(id(o))
         if best is None:
-            tally.add(_offer_reason(o, cfgs, pricings, wall, deadline), _offer_label(o))
+            rk = rates[id(o)].key if id(o) in rates else None
+            own = {(i, p): wall[(i, p, rk)] for i in range(len(cfgs)) for p in pricings}
+            tally.add(_offer_reason(o, cfgs, pricings, own, deadline), _offer_label(o))
             continue
         feasible += 1
         per_offer.append((best[0], best[1], o, gpu, cfgs[best[2]], best[3]))
-    for (i, p), (cost, o) in best_for_cfg.items():
-        config_best.append((cost, wall[(i, p)], o, gpu, cfgs[i], p))
+    for (i, p), (cost, o, cfg_hours) in best_for_cfg.items():
+        config_best.append((cost, cfg_hours, o, gpu, cfgs[i], p))
     return feasible
 
 

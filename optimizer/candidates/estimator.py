@@ -11,7 +11,7 @@ from functools import lru_cache
 from optimizer.candidates.rejections import UNSUPPORTED
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
 from optimizer.estimator import calibration as cal
-from optimizer.estimator.gpus import canonical_gpu, find_gpu
+from optimizer.estimator.gpus import find_gpu, gpu_family
 from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
 
@@ -43,7 +43,8 @@ def _canonical(name: str) -> str | None:
 def _wanted_gpus(constraints: Constraints) -> set[str] | None:
     if not constraints.gpus:
         return None
-    return {canonical_gpu(g, field="constraints.gpus") for g in constraints.gpus}
+    # A family name ("H100") asks for each of its boards (``gpus.gpu_family``).
+    return {c for g in constraints.gpus for c in gpu_family(g, field="constraints.gpus")}
 
 
 def _estimate(

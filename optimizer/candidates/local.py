@@ -13,6 +13,9 @@ from optimizer.candidates.estimator import (
     _wanted_gpus,
     job_host,
 )
+from optimizer.candidates.batch import cannot_keep, data_parallel_width
+from optimizer.candidates.feeding import host_feed
+from optimizer.candidates.fitting import settle
 from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
@@ -31,6 +34,7 @@ from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, Co
 from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild
+from optimizer.resale import resellable_share
 
 
 def local_candidates(
@@ -71,19 +75,38 @@ def local_candidates(
             if total > max_gpus:
                 reason = _deeper(reason, TOO_MANY_GPUS)
                 break
-            for sharding in _local_sharding_calls(workload, total, units, shardings):
-                key = (gpu, total, sharding)
+            # The GPUs that train: all, or those dividing the global batch (the others idle).
+            used = data_parallel_width(workload.global_batch_size, total)
+            if used is None:
+                reason = _deeper(reason, cannot_keep(workload.global_batch_size, total))
+                continue
+            fitted_here = False
+            for sharding in _local_sharding_calls(workload, used, units, shardings):
+                if fitted_here and workload.sharding == "auto":
+                    break  # ``auto`` takes the lightest scheme that fits: DDP, then ZeRO-2, then ZeRO-3
+                key = (gpu, used, sharding)
                 est = memo.get(key)
                 if est is None:
-                    est = memo[key] = _estimate(estimator, workload, gpu, total, sharding)
+                    est = memo[key] = _estimate(estimator, workload, gpu, used, sharding)
                 if isinstance(est, str):
                     reason = _deeper(reason, est)
                     continue
-                r = _local_reason(b, est, units, constraints, assumptions.strict_host)
+                settled = settle(estimator, workload, est, gpus=total, used=used, sharding=sharding,
+                                 margin=constraints.safety_margin)
+                if settled.est is None:
+                    reason = _deeper(reason, settled.reason or UNSUPPORTED)
+                    continue
+                est = settled.est
+                fitted_here = est.fits
+                notes = settled.warnings
+                fed = _fed(b, gpu, est, units, workload.image_size) if assumptions.strict_host and est.fits else None
+                if fed is not None:  # a CPU-short build runs slower; below the 70 % floor it is rejected
+                    est, notes = fed[0], (*notes, fed[1])
+                r = _local_reason(b, est, units, constraints, assumptions.strict_host, cpu_fed=fed is not None)
                 if r is not None:
                     reason = _deeper(reason, r)
                     continue
-                cand = _local_candidate(b, gpu, est, units, runs, kwh, assumptions)
+                cand = _local_candidate(b, gpu, est, units, runs, kwh, assumptions, notes)
                 if cand is None:
                     reason = _deeper(reason, NO_MACHINE_HOURS)
                     continue
@@ -108,9 +131,29 @@ def _local_sharding_calls(
     return [s for s in shardings(workload.sharding, total) if units == 1 or s not in ("zero3", "fsdp")]
 
 
+def _fed(b: LocalBuild, gpu: str, est: Estimate, units: int, image_size: int) -> tuple[Estimate, str] | None:
+    """``est`` on a build with fewer cores than a full feed wants: slowed to what they feed (or
+    unchanged with GPU JPEG decoding), with the note; None when the cores suffice or fall under the
+    70 % floor (then ``_local_reason`` rejects it for CPU)."""
+    share = b.gpu_count / min(b.gpu_count * units, 8)
+    host = job_host(est)
+    need = host.cpu_cores * share
+    if b.cpu_cores >= need:
+        return None
+    images = (est.details.get("host_feed") or {}).get("unit") == "images" if est.details else False
+    feed = host_feed(float(b.cpu_cores), need, images=images, gpu=gpu, image_size=image_size)
+    if feed is None:
+        return None
+    train = est.hours - host.setup_hours
+    slowed = est.model_copy(update={"hours": host.setup_hours + train / feed.busy_share})
+    return slowed, feed.note
+
+
 def _local_reason(
-    b: LocalBuild, est: Estimate, units: int, constraints: Constraints, strict_host: bool = True
+    b: LocalBuild, est: Estimate, units: int, constraints: Constraints, strict_host: bool = True,
+    cpu_fed: bool = False,
 ) -> str | None:
+    """``cpu_fed``: the build's cores were found short but able to feed the GPUs (``_fed``)."""
     if not est.fits or est.memory_gb.total_per_gpu > b.gpu_vram_gb * GIB_PER_GB:
         return NO_VRAM
     # The estimator sizes one node of up to 8 GPUs; each unit is one node. The job's own needs
@@ -119,7 +162,7 @@ def _local_reason(
     host = job_host(est)
     if strict_host and b.ram_gb < host.ram_gb * share:
         return NO_HOST_RAM
-    if strict_host and b.cpu_cores < host.cpu_cores * share:
+    if strict_host and b.cpu_cores < host.cpu_cores * share and not cpu_fed:
         return NO_HOST_CPU
     deadline = constraints.deadline_hours
     # A machine not yet bought has to be delivered and assembled first.
@@ -129,7 +172,8 @@ def _local_reason(
 
 
 def _local_candidate(
-    b: LocalBuild, gpu: str, est: Estimate, units: int, runs: int, kwh: float | None, a: CostAssumptions
+    b: LocalBuild, gpu: str, est: Estimate, units: int, runs: int, kwh: float | None, a: CostAssumptions,
+    warnings: tuple[str, ...] = (),
 ) -> Candidate | None:
     """The purchase of as many machines as ``runs`` need within the time they are held; None when
     that is more than ``a.max_machines``."""
@@ -151,8 +195,12 @@ def _local_candidate(
         held_months=a.held_months,
         psu_efficiency=a.psu_efficiency,
         machines=sizing.machines,
+        resellable_share=resellable_share(b),
     )
+    # Between runs the machine idles for a while (``a.idle_hours_per_run``) at the build's idle power.
+    idle_per_run = costs.energy_cost_usd(a.idle_hours_per_run, b.idle_power_w, usd_per_kwh, a.psu_efficiency) * units
     breakdown = bc.breakdown()
+    breakdown["idle_energy_usd"] = idle_per_run * runs
     breakdown["usd_per_kwh"] = usd_per_kwh
     breakdown["lead_time_hours"] = b.lead_time_days * 24
     breakdown["machine_hours_needed"] = sizing.hours_needed
@@ -171,7 +219,7 @@ def _local_candidate(
         hourly_usd=costs.energy_cost_usd(1.0, b.load_power_w, usd_per_kwh, a.psu_efficiency) * units,
         hours=est.hours,
         fixed_usd=bc.capex_usd - bc.resale_usd,
-        cost_per_run_usd=bc.energy_per_run_usd,
+        cost_per_run_usd=bc.energy_per_run_usd + idle_per_run,
         runs=runs,
         memory_need_gb_per_gpu=est.memory_gb.total_per_gpu,
         vram_gb_per_gpu=b.gpu_vram_gb,
@@ -185,4 +233,7 @@ def _local_candidate(
         machines=sizing.machines,
         utilization=sizing.utilization,
         recipe=est.recipe,
+        basis=est.basis,
+        measurement_id=est.measurement_id,
+        warnings=warnings,
     )

@@ -16,7 +16,8 @@ can tell apart:
 * regions: a second frontier is kept per (provider, region) and used when regions are named;
 * GPUs and max GPUs: the GPU and the count are part of the group;
 * spot: without spot only on-demand prices count (a smaller frontier); with spot an offer must be
-  beaten on both prices, missing prices counting as infinitely dear.
+  beaten on both prices, missing prices counting as infinitely dear, by an offer of the same
+  reclaim rate and notice (``optimizer.spot_risk``).
 
 ``OfferIndex.build(offers)`` prepares nothing up front; each of the four frontiers (provider or
 region level, with or without spot) is computed on first use and kept. ``index_for(key, load)``
@@ -34,14 +35,17 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict
+from datetime import UTC, datetime
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from optimizer.candidates.estimator import _canonical
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
-from optimizer.price_warnings import usual_levels
+from optimizer.price_warnings import price_screen, usual_levels
+from optimizer.subscriptions import subscription_of
 from optimizer.results import RejectedGroup
+from optimizer.spot_risk import spot_rate
 from optimizer.offer import Offer
 
 DOMINATED = "dominated (an offer of the same GPU and provider costs no more with at least its vCPUs and RAM)"
@@ -60,6 +64,8 @@ def group_key(o: Offer, gpu: str) -> tuple[object, ...]:
         o.provider.lower(), gpu, o.gpu_count, o.gpu_vram_gb, o.interconnect,
         getattr(o, "inter_node_fabric", None), getattr(o, "storage_usd_per_gb_month", None),
         o.billing_increment_s, o.min_billing_s,
+        # A subscription plan's limits change the hours (``optimizer.subscriptions``).
+        plan.plan if (plan := subscription_of(o.provider, o.instance_type)) else None,
     )
 
 
@@ -75,6 +81,8 @@ class _Frontier:
     dominated: dict[Cell, int] = field(default_factory=dict)
     no_price: dict[Cell, int] = field(default_factory=dict)
     examples: dict[tuple[Cell, str], list[str]] = field(default_factory=dict)
+    # Screened frontiers: offers left with no usable price once suspect prices are set aside, by reason.
+    suspect: dict[Cell, dict[str, int]] = field(default_factory=dict)
 
 
 class OfferList(list[Offer]):
@@ -115,7 +123,7 @@ class OfferIndex:
         for i, c in enumerate(self._cells):
             self._cell_total[c] = self._cell_total.get(c, 0) + 1
             self._cell_example.setdefault(c, _label(self.offers[i]))
-        self._frontiers: dict[tuple[bool, bool], _Frontier] = {}
+        self._frontiers: dict[tuple[bool, bool, bool], _Frontier] = {}
         self._total = len(self.offers)
         # A prepared index holds only its frontiers' offers: it cannot compute another frontier,
         # and asks ``_fuller`` (if set) for an index that can.
@@ -140,7 +148,8 @@ class OfferIndex:
         levels = (False, True) if regions else (False,)
         for by_region in levels:
             for spot in (False, True):
-                self._frontier(by_region, spot)
+                for screened in (False, True):
+                    self._frontier(by_region, spot, screened)
         usual_levels(self.offers, set())  # fills the catalog's memo of levels
         chosen = {k: f for k, f in self._frontiers.items() if k[0] in levels}
         used = sorted({i for f in chosen.values() for kept in f.kept.values() for i in kept})
@@ -158,6 +167,7 @@ class OfferIndex:
             key: _Frontier(
                 kept={cell: [new_of[i] for i in kept] for cell, kept in f.kept.items()},
                 dominated=dict(f.dominated), no_price=dict(f.no_price), examples=dict(f.examples),
+                suspect={cell: dict(r) for cell, r in f.suspect.items()},
             )
             for key, f in chosen.items()
         }
@@ -182,19 +192,22 @@ class OfferIndex:
 
     # -- frontiers ----------------------------------------------------------------------------
 
-    def _frontier(self, by_region: bool, spot: bool) -> _Frontier:
-        key = (by_region, spot)
+    def _frontier(self, by_region: bool, spot: bool, screened: bool = False) -> _Frontier:
+        key = (by_region, spot, screened)
         f = self._frontiers.get(key)
         if f is None:
             with self._lock:
                 f = self._frontiers.get(key)
                 if f is None:
-                    f = self._frontiers[key] = self._compute(by_region, spot)
+                    f = self._frontiers[key] = self._compute(by_region, spot, screened)
         return f
 
-    def _compute(self, by_region: bool, spot: bool) -> _Frontier:
+    def _compute(self, by_region: bool, spot: bool, screened: bool = False) -> _Frontier:
+        """``screened``: suspect prices (``price_warnings.PriceScreen``) count as missing, so a
+        suspect price never sets a plausible offer aside; the quote screens the kept rows again."""
         f = _Frontier()
         groups: dict[tuple[object, ...], list[tuple[float, float, float, float, int]]] = {}
+        screen = price_screen(self.offers, datetime.now(UTC)) if screened else None
         for i, o in enumerate(self.offers):
             cell = self._cells[i]
             gpu = self._gpu[i]
@@ -205,11 +218,25 @@ class OfferIndex:
                 # Unknown GPUs stay in the view, so the quote reports them as such.
                 f.kept.setdefault(cell, []).append(i)
                 continue
+            if screen is not None and usable:
+                od, sp = screen.reasons(o)
+                price = _INF if od else price
+                spot_price = _INF if sp else spot_price
+                if not (price < _INF or (spot and spot_price < _INF)):
+                    why = od or sp or NO_PRICE
+                    per = f.suspect.setdefault(cell, {})
+                    per[why] = per.get(why, 0) + 1
+                    self._example(f, cell, why, o)
+                    continue
             if not usable:
                 f.no_price[cell] = f.no_price.get(cell, 0) + 1
                 self._example(f, cell, NO_PRICE, o)
                 continue
             k = group_key(o, gpu)
+            if spot:
+                # A spot run's cost also reads the offer's reclaim rate and notice (optimizer.spot_risk):
+                # a cheaper spot price at a higher rate is not cheaper for every job.
+                k = (*k, spot_rate(o.provider, o.region, o.instance_type).key)
             if by_region:
                 k = (*k, o.region)
             ram = _INF if o.ram_gb is None else o.ram_gb
@@ -249,16 +276,17 @@ class OfferIndex:
         c = constraints or Constraints()
         providers = frozenset(p.lower() for p in c.providers) if c.providers else None
         regions = frozenset(c.regions) if c.regions else None
-        if not self._complete and (regions is not None, bool(c.allow_spot)) not in self._frontiers:
+        screened = not c.allow_suspect_prices
+        if not self._complete and (regions is not None, bool(c.allow_spot), screened) not in self._frontiers:
             return self._fuller_index().view(constraints)
         gpus = frozenset(_wanted(c) or ()) or None
-        key = (providers, regions, gpus, bool(c.allow_spot))
+        key = (providers, regions, gpus, bool(c.allow_spot), screened)
         with self._lock:
             hit = self._views.get(key)
             if hit is not None:
                 self._views.move_to_end(key)
                 return hit
-        out = self._view(providers, regions, gpus, bool(c.allow_spot))
+        out = self._view(providers, regions, gpus, bool(c.allow_spot), screened)
         with self._lock:
             self._views[key] = out
             while len(self._views) > VIEWS_KEPT:
@@ -278,9 +306,10 @@ class OfferIndex:
 
     def _view(
         self, providers: frozenset[str] | None, regions: frozenset[str] | None, gpus: frozenset[str] | None,
-        allow_spot: bool,
+        allow_spot: bool, screened: bool = False,
     ) -> OfferView:
-        f = self._frontier(regions is not None, allow_spot)
+        f = self._frontier(regions is not None, allow_spot, screened)
+        suspect: dict[str, int] = {}
         lists: list[list[int]] = []
         dominated = no_price = excluded = 0
         ex: dict[str, list[str]] = {DOMINATED: [], NO_PRICE: [], EXCLUDED: []}
@@ -307,13 +336,17 @@ class OfferIndex:
                 no_price += n
                 for e in f.examples.get((cell, NO_PRICE), ()):
                     _add_example(ex[NO_PRICE], e)
+            for why, k in f.suspect.get(cell, {}).items():
+                suspect[why] = suspect.get(why, 0) + k
+                for e in f.examples.get((cell, why), ()):
+                    _add_example(ex.setdefault(why, []), e)
         # Catalog order, as the full list has it, so ties between equal offers break the same way.
         picked = [self.offers[i] for i in heapq.merge(*lists)] if len(lists) > 1 else (
             [self.offers[i] for i in lists[0]] if lists else []
         )
         left_out = [
             RejectedGroup(reason=r, count=n, examples=ex[r])
-            for r, n in ((DOMINATED, dominated), (NO_PRICE, no_price), (EXCLUDED, excluded))
+            for r, n in ((DOMINATED, dominated), (NO_PRICE, no_price), (EXCLUDED, excluded), *suspect.items())
             if n
         ]
         return OfferView(offers=picked, left_out=left_out, total=self._total, catalog=self.offers)

@@ -16,12 +16,30 @@ NO_HOST_CPU = "insufficient host CPU"
 LATE = "misses deadline"
 OVER_BUDGET = "over budget"
 NO_MACHINE_HOURS = "needs more machines than allowed"
+# Dynamic reasons start with these; the rest of the text names the figures.
+NO_GLOBAL_BATCH = "cannot keep global batch"  # "cannot keep global batch 16 on 64 GPUs"
+NO_VRAM_MARGIN = "insufficient VRAM with the safety margin kept free"
+SUSPECT_PRICE = "suspect price"  # "suspect price: far from ..." / "suspect price: older than ..."
+NO_HOST_FEED = "host cannot feed the GPUs"  # below the seeds' 70 % busy floor
+SUBSCRIPTION_LIMIT = "subscription limits"  # "subscription limits: ..."
 
 # How far an offer got before failing; the deepest failure is the one reported.
 _DEPTH = {
     EXCLUDED: 0, UNKNOWN_GPU: 0, NO_PRICE: 0, UNSUPPORTED: 1, TOO_MANY_GPUS: 1, OVER_QUOTA: 1,
     NO_VRAM: 2, NO_HOST_RAM: 3, NO_HOST_CPU: 3, LATE: 4, NO_MACHINE_HOURS: 4, OVER_BUDGET: 5,
+    NO_VRAM_MARGIN: 2, NO_HOST_FEED: 3,
 }
+_PREFIX_DEPTH = {SUSPECT_PRICE: 0, NO_GLOBAL_BATCH: 1, SUBSCRIPTION_LIMIT: 4}
+
+
+def _depth(reason: str) -> int:
+    d = _DEPTH.get(reason)
+    if d is not None:
+        return d
+    for prefix, depth in _PREFIX_DEPTH.items():
+        if reason.startswith(prefix):
+            return depth
+    return 1
 
 
 @dataclass(slots=True)
@@ -40,4 +58,4 @@ class RejectionTally:
 
 
 def _deeper(a: str | None, b: str) -> str:
-    return b if a is None or _DEPTH[b] > _DEPTH[a] else a
+    return b if a is None or _depth(b) > _depth(a) else a

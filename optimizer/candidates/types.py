@@ -11,6 +11,7 @@ from typing import Literal
 from optimizer import costs
 from optimizer.candidates.rejections import RejectionTally
 from optimizer.results import Recipe
+from optimizer.spot_risk import SpotPricing
 
 Pricing = Literal["on_demand", "spot", "purchase"]
 
@@ -27,7 +28,6 @@ class CostAssumptions:
 
     # None: the estimator's own per-run setup, counted once in the run's hours and billed once.
     setup_hours: float | None = None
-    spot_interruptions_per_hour: float = costs.SPOT_INTERRUPTIONS_PER_HOUR
     psu_efficiency: float = costs.PSU_EFFICIENCY
     electricity_usd_per_kwh: float | None = None  # None: each build's own figure
     held_months: float | None = None  # None: a build is held for its lifetime, then sold
@@ -38,6 +38,11 @@ class CostAssumptions:
     max_machines: int = MAX_MACHINES
     # False: a named machine is judged on its GPUs only; host shortfalls become notes, not rejections.
     strict_host: bool = True
+    # GB leaving the cloud per run (``constraints.egress_gb``), billed at ``optimizer.egress_prices``.
+    egress_gb_per_run: float = 0.0
+    # An owned machine stays on (idle) this long around each run: data preparation, evaluation, the
+    # next run's setup. An assumption; its energy at the build's idle power is counted.
+    idle_hours_per_run: float = costs.IDLE_HOURS_PER_RUN
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,10 @@ class Candidate:
     machines: int = 0  # purchase: machines bought (nodes per run x sets the runs need)
     utilization: float | None = None  # purchase: share of the machines' hours the runs use
     recipe: Recipe | None = None
+    basis: str = "model"  # the estimate's basis (optimizer.measured)
+    measurement_id: str | None = None
+    warnings: tuple[str, ...] = ()  # shown with the option: a tight fit, idle GPUs, a slow host ...
+    spot: SpotPricing | None = None  # spot: the reclaim-risk inputs its option's spot_risk is simulated from
 
     @property
     def cost_usd(self) -> float:

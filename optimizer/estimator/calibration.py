@@ -41,17 +41,29 @@ ADAM8BIT_BYTES_PER_PARAM = Constant(
     2.0, "B/param", "bitsandbytes 8-bit Adam: two 8-bit states (Dettmers et al. 2022, arXiv 2110.02861)"
 )
 LOGITS_FP32_BUFFERS = Constant(
-    2.0, "fp32 copies",
-    "cross-entropy keeps fp32 log-probabilities for backward and builds an fp32 gradient of the same "
-    "size (transformers ForCausalLMLoss upcasts logits with .float(); torch log_softmax saves its output)",
+    3.0, "fp32 copies",
+    "transformers ForCausalLMLoss upcasts the logits with .float(), shifts them with a contiguous "
+    "fp32 copy (logits[..., :-1, :].contiguous(), transformers <= 4.47, late 2024) and "
+    "cross_entropy saves fp32 log-probabilities: three fp32 buffers at the loss. Newer versions pad "
+    "the labels instead of copying (two buffers); three is the conservative count, and the one "
+    "Unsloth's HF+FA2 max-context table (unsloth.ai/blog/llama3-3, 2024-12-10) measured",
+)
+
+QLORA_DEQUANT_BLOCKS = Constant(
+    1.0, "blocks of 16-bit weights",
+    "bitsandbytes' MatMul4Bit dequantizes each 4-bit weight to a fresh 16-bit matrix for its "
+    "matmul (forward and backward) and frees it; the caching allocator keeps the differently sized "
+    "buffers of one block's seven linears (bitsandbytes functional.dequantize_4bit; Answer.AI "
+    "'Enabling 70B Finetuning on Consumer GPUs', 2024-03-14: one layer dequantized at a time)",
 )
 
 # --- memory: fitted ---
 QLORA_EXTRA_BYTES_PER_PARAM = Constant(
-    0.3, "B per quantized param",
-    "QLoRA runs peak above NF4 weights + LoRA activations by ~0.1-0.3 B per quantized weight in "
-    "published tables (bitsandbytes dequantization buffers and 16-bit copies held during "
-    "backward; the cause is not itemized by the source); fitted",
+    0.2, "B per quantized param",
+    "litgpt's published QLoRA peaks (tutorials/resource-tables.md, 2023-10-20) sit above NF4 "
+    "weights + one dequantized block + activations by ~0.3 B per quantized weight; the cause is "
+    "not itemised by the source, so it applies to stack litgpt only (the HF+FA2 context table of "
+    "Unsloth's Llama 3.3 blog, 2024-12-10, leaves no room for it); fitted",
     fitted_on=("M021", "M022", "M025", "X001", "X002", "X004", "X005", "X008"),
 )
 CUDA_CONTEXT_GB = Constant(
@@ -83,6 +95,13 @@ DS_MAX_LIVE_PARAMETERS = Constant(
     "DeepSpeed ZeRO-3 stage3_max_live_parameters / stage3_max_reuse_distance defaults (1e9): "
     "fetched parameters stay on the GPU while they will be reused soon",
 )
+OFFLOADED_CHECKPOINTS_ON_GPU = Constant(
+    2.0, "block inputs",
+    "offloaded checkpointing copies each block's input to host RAM asynchronously and fetches it "
+    "back one block ahead of its backward: one copy in flight each way (Unsloth 'Unsloth "
+    "Gradient Checkpointing', unsloth.ai/blog/long-context, 2024-04-09; host RAM = layers x "
+    "tokens x hidden x 2 B as unsloth.ai/blog/llama3-3, 2024-12-10, states it)",
+)
 CNN_CHECKPOINT_SHARE = Constant(
     0.35, "of saved activations",
     "checkpointing a ResNet per stage (torch.utils.checkpoint.checkpoint_sequential) keeps stage "
@@ -91,9 +110,10 @@ CNN_CHECKPOINT_SHARE = Constant(
 
 # --- throughput -----------------------------------------------------------------------------
 MATMUL_EFFICIENCY = Constant(
-    0.82, "of what large GEMMs reach on the GPU's generation (GEMM_ATTAINABLE)",
+    0.78, "of what large GEMMs reach on the GPU's generation (GEMM_ATTAINABLE)",
     "share training matmuls sustain (smaller and odd shapes, epilogues, attention); fitted",
-    fitted_on=("the 54 text throughput rows: M010-M018, M091-M092, M100-M117, M120-M139, M140-M151, X009-X010",),
+    fitted_on=("the 90 text throughput rows: M010-M018, M091-M092, M100-M117, M120-M139, M140-M151, X009-X010, "
+               "Q001-Q036",),
 )
 ACTIVATION_TRAFFIC = Constant(
     8.0, "passes over the saved activations per step",
@@ -135,16 +155,36 @@ CNN_DISPATCH_SHARE = Constant(
     "a bottleneck block launches ~30 kernels forward and backward (3 conv, 3 BN, 3 ReLU, add) "
     "against ~100-150 for a transformer block",
 )
+LORA_DISPATCH_S_PER_ADAPTER = Constant(
+    0.0001, "s per adapted linear per micro-step",
+    "PEFT's LoRA Linear adds dropout, lora_A, lora_B, the scaling multiply and the add to every "
+    "adapted linear (peft/tuners/lora/layer.py Linear.forward): ~5 kernels forward and ~8 backward, "
+    "~15 launches, a few us of host time each once autograd batches them, on top of the block's own. "
+    "A prior from how it works, not fitted",
+)
+DP_STEP_OVERHEAD_S = Constant(
+    0.006, "s per optimizer step per doubling of data-parallel GPUs",
+    "data-parallel costs a step cannot hide: NCCL latency of every gradient bucket's all-reduce "
+    "(ring steps grow with the GPU count), the last bucket that only starts when backward ends, and "
+    "waiting for the slowest of n processes; log2(n) x this per optimizer step. Fitted on the "
+    "8-GPU ResNet-50 rows (DeepLearningExamples: 6.7-7.8x on 8 GPUs; 0.006 and 0.008 fit them "
+    "about equally, 0.006 keeps the A100 AMP row's published 6.72x)",
+    fitted_on=("V009-V014",),
+)
 QLORA_DISPATCH_FACTOR = Constant(
     1.6, "x a LoRA block's launch time",
     "bitsandbytes runs a dequantize kernel and dtype casts around each of a block's 7 linears per "
     "use (forward, backward, recompute), on top of the block's ~100-150 kernels",
 )
 QLORA_DEQUANT_BW_SHARE = Constant(
-    0.5, "of the bandwidth other elementwise kernels reach",
-    "the NF4 dequantize kernel does a table lookup and a scale per weight and writes a fresh "
-    "16-bit matrix the matmul then reads: about half the streaming rate. With it QLoRA runs at "
-    "0.65-0.8x the speed of 16-bit LoRA at common micro-batches, as published QLoRA runs do",
+    0.25, "of the bandwidth other elementwise kernels reach",
+    "the 4-bit dequantize kernel does a table lookup and a scale per weight and writes a fresh "
+    "16-bit matrix the matmul then reads, per call (forward, backward, recompute): the prior was "
+    "half the streaming rate (0.5); fitted on the Qwen Q-LoRA/LoRA pairs (QwenLM/Qwen README, "
+    "'Profiling of Memory and Speed'), the only published 4-bit speed rows. It is the per-call "
+    "cost short micro-steps cannot amortise: QLoRA/LoRA 0.4-0.5 at 256 tokens, 0.75-0.95 from "
+    "2k tokens per micro-step",
+    fitted_on=("Q007-Q012", "Q019-Q024", "Q031-Q036"),
 )
 GEMM_ATTAINABLE = {
     "volta": Constant(0.90, "of dense peak", "large cuBLAS fp16 GEMMs on V100 reach ~110-115 of 125 TFLOPS"),
@@ -153,8 +193,33 @@ GEMM_ATTAINABLE = {
     "ada": Constant(0.85, "of dense peak", "Ada cards: GEMMs near peak but power-limited in long runs"),
     "hopper": Constant(0.75, "of dense peak", "H100 SXM cuBLAS bf16 GEMMs reach ~700-750 of 989 TFLOPS"),
     "blackwell": Constant(0.75, "of dense peak", "assumed as Hopper until published training sweeps exist"),
-    "other": Constant(0.80, "of dense peak", "no published sweep; between the known generations"),
+    "cdna": Constant(
+        0.45, "of dense peak",
+        "AMD MI300X (CDNA 3) on the public ROCm stack trains at or below an H100 per GPU despite its "
+        "1307 TFLOPS dense bf16 (SemiAnalysis 'MI300X vs H100 vs H200 Benchmark Part 1: Training', "
+        "2024-12-22; Clarifai 'MI300X vs H100', 2025-11: 37-66% of H100/H200 performance): 0.45 of "
+        "peak puts its sustained matmul rate at ~0.8x an H100's, inside that published range",
+    ),
+    "pascal": Constant(
+        0.70, "of dense peak",
+        "no tensor cores: cuBLAS SGEMM/HGEMM on P100/P4 reach ~70-80% of the CUDA-core peak "
+        "(NVIDIA Pascal P100 whitepaper, 2016; conservative end)",
+    ),
+    "maxwell": Constant(0.65, "of dense peak", "CUDA-core SGEMM on M60/M4000 (Maxwell, 2015): conservative"),
+    "kepler": Constant(0.60, "of dense peak", "CUDA-core SGEMM on K80 (Kepler, boost clocks rarely held): conservative"),
+    "other": Constant(
+        0.40, "of dense peak",
+        "an architecture with no published training sweep: a conservative share, a warning and a "
+        "wide range rather than a guess between the known generations",
+    ),
 }
+TF32_CONV_SHARE = Constant(
+    0.4, "of the TF32 tensor-core rate",
+    "cuDNN's TF32 convolutions (fp32 storage, TF32 maths) reach less of their half-fp16 peak than "
+    "fp16 ones do: twice the bytes per feature map and fp32 epilogues. Fitted on the TF32 ResNet-50 "
+    "rows of DeepLearningExamples (A100: 938 img/s TF32 against 2470 AMP, 2.63x)",
+    fitted_on=("V002", "V010"),
+)
 MEMORY_BW_EFFICIENCY = Constant(
     0.8, "fraction of datasheet bandwidth", "STREAM-like kernels reach ~80-90% of HBM/GDDR peak"
 )
@@ -190,11 +255,15 @@ DOWNLOAD_GBS = Constant(0.1, "GB/s", "model download from the Hugging Face hub (
 # --- ranges ---------------------------------------------------------------------------------
 VRAM_RANGE_BASE = Constant(
     0.16, "relative half-width",
-    "80th percentile of the leave-one-source-out peak-VRAM error (bench/estimator_accuracy.py --loso)",
+    "above the 80th percentile of the leave-one-source-FAMILY-out peak-VRAM error (13.8%, "
+    "bench/estimator_accuracy.py --loso, 2026-12-01); with the per-input terms the ranges hold 83% "
+    "of the left-out truths",
 )
 TPUT_RANGE_BASE = Constant(
     0.21, "relative half-width",
-    "80th percentile of the leave-one-source-out throughput error (bench/estimator_accuracy.py --loso)",
+    "80th percentile of the leave-one-source-FAMILY-out throughput error (21.3%, "
+    "bench/estimator_accuracy.py --loso, 2026-12-01); with the per-input terms the ranges hold ~80% "
+    "of the left-out truths",
 )
 
 # --- host -----------------------------------------------------------------------------------

@@ -12,12 +12,16 @@ from functools import lru_cache
 from optimizer.errors import InvalidInput
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
-from optimizer.estimator.host import HostDetail, host_needs, host_notes
+from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
+from optimizer.estimator.amounts import figures as amount_figures
+from optimizer.estimator.host import HostDetail, host_notes
 from optimizer.estimator.memory import GB, MemoryParts, memory_parts
+from optimizer.estimator.precision import with_precision
+from optimizer.estimator.support import check_supported
 from optimizer.estimator.shapes import ModelShape, resolve_model
-from optimizer.results import Estimate, MemoryBreakdown
+from optimizer.results import Estimate, MemoryBreakdown, Recipe
 from optimizer.estimator.ranges import capacity_warnings, memory_width, span, throughput_width
-from optimizer.estimator.throughput import run_hours, run_tokens, throughput, train_flops
+from optimizer.estimator.throughput import throughput
 from optimizer.estimator.workload import Workload
 
 # Lightest first: each step shards more state at the price of more communication.
@@ -85,6 +89,9 @@ def _warnings(w: Workload, gpu: GpuSpec, host: HostDetail, emulated: bool,
     if emulated:
         out.append(f"{gpu.name} has no bf16 tensor cores: bf16 is emulated at the fp32 rate (priced so); "
                    "fp16 with loss scaling runs on its tensor cores")
+    if gpu.generation == "other":
+        out.append(f"{gpu.name}: no published training sweep for its architecture; priced at a conservative "
+                   "share of its peak, and the speed range is wide")
     if w.stack != "hf":
         out.append(f"stack {w.stack}: its memory and speed factors are priors from how it works, not fits "
                    "to published runs; the ranges are wider")
@@ -100,15 +107,17 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
     _check_vision(shape, w)
     mem = memory_parts(shape, w, gpu, gpu_count, sharding)
     tp = throughput(shape, w, gpu, gpu_count, sharding, mem)
-    amount = run_tokens(shape, w)
-    hours, hour_parts = run_hours(amount, tp.tokens_per_second, shape, w, mem, gpu_count, sharding)
-    host = host_needs(shape, w, mem, gpu_count, tp.tokens_per_second, sharding, tp.samples_per_second)
+    # What depends on the amount of training (hours, FLOPs, the dataset's RAM and disk), computed
+    # as ``amounts.at_amount`` computes it for another amount from the same basis.
+    basis = AmountBasis(shape, w, mem, tp, gpu_count, sharding)
+    fig = amount_figures(basis)
+    hours, hour_parts, host = fig.hours, fig.hour_parts, fig.host
     usable = usable_vram_gb(gpu)
     total_gb = mem.total / GB
     fits = total_gb <= usable
     emulated = w.precision in ("bf16", "bf16-true") and not gpu.supports_bf16
     mem_w = memory_width(shape, w, mem.logits_bytes / mem.total if mem.total else 0.0)
-    tput_w = throughput_width(shape, w, gpu_count, emulated)
+    tput_w = throughput_width(shape, w, gpu_count, emulated, unknown_arch=gpu.generation == "other")
     states_gb = (mem.weights + mem.gradients + mem.optimizer) / GB
     mem_range = span(total_gb, mem_w, floor=states_gb)
     tps_range = span(tp.tokens_per_second, tput_w)
@@ -141,10 +150,10 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         gpu_vram_gb=gpu.vram_gb,
         fits=fits,
         sharding=sharding,
-        train_flops=float(f"{train_flops(shape, w):.6e}"),
+        train_flops=fig.train_flops,
         tokens_per_second=_round(tp.tokens_per_second, 1),
         mfu=_round(tp.mfu, 4),
-        hours=_round(hours, 4),
+        hours=hours,
         host=host.needs,
         notes=tuple(notes),
         samples_per_second=_round(tp.samples_per_second, 2),
@@ -197,6 +206,7 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
                           "per_core": host.feed_per_core, "cores_for_70pct_busy": host.needs.cpu_cores,
                           "cores_full_feed": host.cores_full_feed},
             "sharding_tried": tried,
+            BASIS_KEY: basis,
         },
     )
 
@@ -209,7 +219,9 @@ _CACHE: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
 
 
 def _estimate_cached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
-    key = (w.cache_key(), gpu_name, gpu_count, sharding)
+    """The estimate of ``w``'s recipe, memoised without the amount of training: it may hold
+    another amount's figures (``_fitted_cached`` moves them to ``w``'s)."""
+    key = (w.rate_key(), gpu_name, gpu_count, sharding)
     return _CACHE.get_or_compute(key, lambda: _estimate_uncached(w, gpu_name, gpu_count, sharding))
 
 
@@ -251,6 +263,7 @@ def estimate(
     # Resolve names first so bad input fails with the right field before the cache.
     resolve_model(workload.model)
     canon = canonical_gpu(gpu)
+    check_supported(workload, gpu_spec(canon))
     # Estimates are frozen models shared through the cache; nothing copies them.
     est = _fitted_cached(workload, canon, gpu_count, scheme)
     if suggest and not est.fits:
@@ -265,17 +278,23 @@ _FITTED: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
 
 
 def _fitted_cached(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
-    """The estimate with its recipe fitted, memoised (bounded) on the workload as asked."""
-    key = (w.cache_key(), gpu_name, gpu_count, scheme)
-    return _FITTED.get_or_compute(key, lambda: _fitted(w, gpu_name, gpu_count, scheme))
+    """The estimate with its recipe fitted, memoised (bounded) on the workload as asked but for
+    its amount of training (``Workload.rate_key``): a new token count only recomputes the run's
+    hours, FLOPs and dataset needs (``optimizer.estimator.amounts``)."""
+    key = (w.rate_key(), gpu_name, gpu_count, scheme)
+    est = _FITTED.get_or_compute(key, lambda: _fitted(w, gpu_name, gpu_count, scheme))
+    return at_amount(est, w, _check_vision)
 
 
 def _fitted(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
     """The lightest scheme under which some allowed recipe fits (each scheme runs its fastest
-    fitting recipe), else the scheme needing the least memory."""
+    fitting recipe), else the scheme needing the least memory. ``precision: "auto"`` is resolved
+    for the card first (``optimizer.estimator.precision``) and reported as chosen in the recipe."""
+    cw = with_precision(w, gpu_spec(gpu_name))
+    chose_precision = w.precision == "auto"
     results = []
     for s in resolve_sharding(scheme, gpu_count):
-        est = _fit_scheme(w, gpu_name, gpu_count, s)
+        est = _fit_scheme(cw, gpu_name, gpu_count, s, chose_precision)
         if est.fits:
             return est
         results.append(est)
@@ -298,7 +317,7 @@ def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shard
     fused = _FUSED.get(fk)
     if fused is None:
         fused = _FUSED[fk] = fused_attention_available(gpu, w, shape.attn_head_dim)
-    key = (w.cache_key(), gpu_count, sharding, fused)
+    key = (w.rate_key(), gpu_count, sharding, fused)
     hit = _PEAK.get(key)
     if hit is None:
         if len(_PEAK) >= _PEAK_MAX:
@@ -307,7 +326,7 @@ def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shard
     return hit
 
 
-def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_precision: bool = False) -> Estimate:
     """The fastest allowed recipe that fits under one sharding scheme (or the least-memory one)."""
     from optimizer.estimator import recipe as rcp
 
@@ -337,7 +356,17 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Esti
         t = rcp.least_memory_trial(w, gpu_count, sharding)
         best = (_estimate_cached(t.workload, gpu_name, gpu_count, sharding), t)
     est, t = best
-    return est.model_copy(update={"recipe": t.recipe})
+    recipe = t.recipe
+    if chose_precision:  # the request said "auto": the recipe says which precision it chose
+        recipe = Recipe.model_construct(**{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
+    return est.model_copy(update={"recipe": recipe})
+
+
+def moved_to_amount(est: Estimate, w: Workload) -> Estimate:
+    """``est`` (an estimate of a workload that differs from ``w`` at most in its amount of
+    training) with ``w``'s amount: its hours, FLOPs and dataset needs, checked as ``estimate``
+    checks them (``optimizer.estimator.amounts``)."""
+    return at_amount(est, w, _check_vision)
 
 
 _ON_CLEAR: list[Callable[[], None]] = []

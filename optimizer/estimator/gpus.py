@@ -187,3 +187,15 @@ def canonical_gpu(name: str, field: str = "gpu") -> str:
 
 def gpu_spec(name: str, field: str = "gpu") -> GpuSpec:
     return _catalog()[0][canonical_gpu(name, field=field)]
+
+
+# A bare name that users and SkyPilot use for a family of boards: "H100" asks for the SXM and the
+# PCIe board (Lambda's gpu_1x_h100_pcie is an H100 in SkyPilot's catalog), each estimated by its own
+# spec. A name that says the board ("H100-SXM", "H100 PCIe") asks for that board only.
+GPU_FAMILIES: dict[str, tuple[str, ...]] = {"H100": ("H100", "H100-PCIE")}
+
+
+def gpu_family(name: str, field: str = "gpu") -> tuple[str, ...]:
+    """Canonical names ``name`` asks for: its family for a bare family name, else itself."""
+    canon = canonical_gpu(name, field=field)
+    return GPU_FAMILIES.get(_key(name), (canon,))

@@ -43,7 +43,25 @@ SIZE_FIELDS: dict[str, tuple[int, int]] = {
     "image_size": (1, 16_384),
     "patch_size": (1, 4_096),
     "num_channels": (1, 1_024),
+    # Image classifiers: ImageNet-21k has 21,843 classes; the largest published heads hold a few
+    # hundred thousand. ResNet stems are 64 wide (embedding_size).
+    "num_labels": (1, 1_000_000),
+    "embedding_size": (1, _WIDTH),
 }
+
+# List-valued size fields: (longest list, least item, most item). ResNet-152 is
+# depths [3, 8, 36, 3] and the CIFAR ResNet-1202 has 200 blocks a stage; a ResNet config with
+# ``depths: [3, 4, 100000000, 3]`` (400 bytes) would otherwise loop for tens of minutes.
+LIST_FIELDS: dict[str, tuple[int, int, int]] = {
+    "depths": (16, 1, 1_000),
+    "hidden_sizes": (16, 1, _WIDTH),
+}
+# A ViT's sequence is (image_size / patch_size)^2 + 1 tokens: about the ceiling of ``seq_len``.
+MAX_VIT_TOKENS = 1_048_577  # 1024 x 1024 patches and the class token
+# The largest model a request may describe (``ModelDims.params_b`` caps at 2,000 billion).
+MAX_PARAMS = 2_000 * 10**9
+# The smallest: a thousand parameters (params_b 1e-300 would otherwise be a 0-parameter model).
+MIN_PARAMS_B = 1e-6
 
 
 def _depth_and_items(value: Any, depth: int = 1) -> tuple[int, int]:
@@ -97,4 +115,23 @@ def check_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"hf_config.{key} must be an integer (got {value!r:.40})")
         if not least <= number <= most:
             raise ValueError(f"hf_config.{key} must be between {least:,} and {most:,} (got {value!r:.40})")
+    for key, (longest, least, most) in LIST_FIELDS.items():
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not 1 <= len(value) <= longest:
+            raise ValueError(f"hf_config.{key} must be a list of 1 to {longest} integers (got {value!r:.40})")
+        for item in value:
+            number = _integral(item)
+            if number is None or not least <= number <= most:
+                raise ValueError(
+                    f"hf_config.{key} items must be integers between {least:,} and {most:,} (got {item!r:.40})"
+                )
+    image, patch = _integral(cfg.get("image_size")), _integral(cfg.get("patch_size"))
+    if cfg.get("model_type") == "vit" and image is not None and patch is not None:
+        tokens = (image // patch) ** 2 + 1
+        if tokens > MAX_VIT_TOKENS:
+            raise ValueError(
+                f"hf_config.image_size / patch_size give {tokens:,} tokens; at most {MAX_VIT_TOKENS:,} are accepted"
+            )
     return cfg

@@ -119,6 +119,14 @@ def host_needs(
     # (transformers' low_cpu_mem_usage path, the default with accelerate), so each process holds
     # about one copy of the checkpoint in RAM while loading, not the two of a torch.load round trip.
     loading = 1.0 * load_bytes * gpus_node / GB
+    if mem.stage >= 3 and gpu_count > 1:
+        # FSDP / ZeRO-3 load on rank 0 only and broadcast shard by shard (accelerate
+        # ``fsdp_cpu_ram_efficient_loading``, DeepSpeed ``zero.Init``): one copy per node, and for
+        # QLoRA that copy is the quantized model (16-bit shards are quantized as they load).
+        if w.method == "qlora":
+            nf4_b = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
+            load_bytes = shape.linear_layer_params * nf4_b + (shape.params - shape.linear_layer_params) * 2.0
+        loading = load_bytes / GB
     if shape.is_vision:
         ips_node = (samples_per_second or 0.0) * gpus_node / gpu_count
         per_core = images_per_second_per_core(w.image_size)
@@ -144,6 +152,9 @@ def host_needs(
         "dataloader_workers": workers * WORKER_RAM_GB,
         "system": SYSTEM_RAM_GB,
     }
+    if mem.host_activations:
+        # Checkpointing "offload": every process's checkpointed block inputs, pinned in host RAM.
+        parts["offloaded_activations"] = mem.host_activations * gpus_node / GB
     if w.offload != "none":
         # Each process keeps its partition of the fp32 master copy, states and gradients (and the
         # weights) in pinned host memory.

@@ -51,12 +51,14 @@ from dataclasses import dataclass
 from optimizer.estimator import calibration as cal
 from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
+from optimizer.estimator.precision import with_precision
 from optimizer.estimator.shapes import ModelShape
 from optimizer.estimator.stacks import stack_profile
 from optimizer.estimator.states import (
     adafactor_state_bytes,
     effective_stage,
     kbit_upcast,
+    sharded_qlora,
     state_bytes,
     trainable_params,
 )
@@ -97,6 +99,7 @@ class MemoryParts:
     saved_activations: float = 0.0  # all saved activations of a micro-step (for the traffic model)
     logits_bytes: float = 0.0  # logits and loss buffers of a micro-step
     layer_bytes: float = 0.0  # what one block saves per micro-step without checkpointing
+    host_activations: float = 0.0  # checkpointed activations kept in host RAM (checkpointing "offload")
 
     @property
     def allocated_peak(self) -> float:
@@ -206,6 +209,7 @@ def _vision_activations(shape: ModelShape, w: Workload, resid_b: float, flash: b
 def memory_parts(
     shape: ModelShape, w: Workload, gpu: GpuSpec | None, gpu_count: int, sharding: str
 ) -> MemoryParts:
+    w = with_precision(w, gpu)  # "auto" -> the card's mixed precision
     stage = effective_stage(w, ZERO_STAGE[sharding] if gpu_count > 1 else 0)
     n = gpu_count
     trainable = trainable_params(shape, w)
@@ -218,28 +222,37 @@ def memory_parts(
     # parameters) and QLoRA's k-bit upcast; 16 bits for frozen 16-bit bases, bf16-true and
     # sharded mixed precision.
     amp_fp32_params = w.method == "full" and w.precision in ("fp16", "bf16") and stage == 0
-    resid_b = 4.0 if (w.precision in ("fp32", "tf32") or amp_fp32_params or kbit_upcast(w)) else 2.0
+    upcast = kbit_upcast(w, stage, n)
+    resid_b = 4.0 if (w.precision in ("fp32", "tf32") or amp_fp32_params or upcast) else 2.0
 
     logits = 0.0
     per_layer = 0.0
+    host_activations = 0.0
     if shape.is_vision:
         activations, block_work, _ = _vision_activations(shape, w, resid_b, flash)
         tokens = b
     else:
         tokens = b * s
         per_layer = tokens * layer_bytes_per_token(shape, w, flash, resid_b, s)
-        if w.gradient_checkpointing:
-            activations = shape.layers * tokens * shape.hidden * resid_b
+        checkpoint = tokens * shape.hidden * resid_b  # one block's input, what checkpointing keeps
+        if w.gradient_checkpointing == "offload":
+            # Offloaded checkpointing (Unsloth, 2024-04 "long context" blog; torch
+            # save_on_cpu): each block's input is copied to host RAM after its forward and
+            # brought back for its backward; the GPU holds the one in flight each way.
+            host_activations = shape.layers * checkpoint
+            activations = cal.OFFLOADED_CHECKPOINTS_ON_GPU.value * checkpoint
+        elif w.gradient_checkpointing:
+            activations = shape.layers * checkpoint
         else:
             activations = shape.layers * per_layer
         # Embedding output (+ its dropout mask) and the final norm's input.
         activations += tokens * shape.hidden * (2 * resid_b + (1 if shape.dropout else 0))
         # While one block runs backward its recomputed activations (checkpointing) and the
         # gradients flowing through it are alive at once.
-        block_work = per_layer * (2.0 if w.gradient_checkpointing else 1.0)
+        block_work = per_layer * (prof.recompute_work if w.gradient_checkpointing else 1.0)
         if shape.lm_head:
             # Under autocast the (upcast, fp32) LM head still computes in 16 bits.
-            c = 4.0 if w.precision in ("fp32", "tf32") or (kbit_upcast(w) and w.precision == "bf16-true") else 2.0
+            c = 4.0 if w.precision in ("fp32", "tf32") or (upcast and w.precision == "bf16-true") else 2.0
             logits = tokens * shape.vocab * prof.logits_bytes(c, cal.LOGITS_FP32_BUFFERS.value)
 
     backward_extra = 0.0
@@ -262,10 +275,23 @@ def memory_parts(
             backward_extra += root
             loss_extra += root
     if w.method == "qlora":
-        # The largest weight matrix dequantized to 16 bits while it is used, and bitsandbytes'
-        # per-layer buffers (fitted).
-        backward_extra += 2.0 * shape.hidden * max(shape.intermediate, shape.q_dim)
-        backward_extra += cal.QLORA_EXTRA_BYTES_PER_PARAM.value * shape.linear_layer_params
+        if sharded_qlora(w, stage, n):
+            # FSDP/ZeRO-3 gather each block's 4-bit weights at their stored size (packed NF4 +
+            # constants in the quant_storage container) and prefetch the next; the root unit
+            # (embeddings, head: 16-bit) stays gathered through forward and backward.
+            keep = (1 - 1 / n) if w.offload == "none" else 1.0
+            nf4_b = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
+            backward_extra += 2 * nf4_b * _block_weight_params(shape) * keep
+            root = (shape.params - shape.linear_layer_params) * gathered_b * keep
+            backward_extra += root
+            loss_extra += root
+        # bitsandbytes dequantizes a block's weights to 16 bits, one linear per matmul; the
+        # caching allocator keeps the block's differently sized buffers: one block's 16-bit weights.
+        backward_extra += cal.QLORA_DEQUANT_BLOCKS.value * 2.0 * _block_weight_params(shape)
+        if w.stack == "litgpt":
+            # litgpt's published QLoRA peaks sit above everything itemised here by ~0.3 B per
+            # quantized weight (cause not itemised by the source; fitted on its rows only).
+            backward_extra += cal.QLORA_EXTRA_BYTES_PER_PARAM.value * shape.linear_layer_params
 
     optimizer_temp = 0.0
     if w.offload == "none":
@@ -316,6 +342,7 @@ def memory_parts(
         saved_activations=activations,
         logits_bytes=logits,
         layer_bytes=per_layer,
+        host_activations=host_activations,
     )
 
 

@@ -85,7 +85,7 @@ _CONCRETE: dict[tuple[str, int, int], Workload] = {}
 _CONCRETE_MAX = 16384
 
 
-def concrete_workload(w: Workload, data_parallel_gpus: int, micro: int, checkpointing: bool) -> Workload:
+def concrete_workload(w: Workload, data_parallel_gpus: int, micro: int, checkpointing: bool | str) -> Workload:
     """``w`` with micro-batch ``micro`` and checkpointing fixed, accumulation derived (or as given).
 
     Memoised (bounded): every GPU type with the same data-parallel count shares one copy, and with
@@ -94,7 +94,8 @@ def concrete_workload(w: Workload, data_parallel_gpus: int, micro: int, checkpoi
     accum = w.gradient_accumulation_steps or max(1, math.ceil(share / micro))
     if (w.micro_batch_size, w.gradient_checkpointing, w.gradient_accumulation_steps) == (micro, checkpointing, accum):
         return w
-    key = (w.cache_key(), micro * 2 + int(checkpointing), accum)
+    mode = 2 if checkpointing == "offload" else int(checkpointing)
+    key = (w.cache_key(), micro * 3 + mode, accum)
     hit = _CONCRETE.get(key)
     if hit is None:
         if len(_CONCRETE) >= _CONCRETE_MAX:
@@ -135,6 +136,7 @@ def recipe_for(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, 
         requested_global_batch_size=w.global_batch_size,
         chosen=chosen,
         notes=notes,
+        precision=w.precision,
     )
 
 
@@ -160,6 +162,8 @@ def checkpointing_choices(w: Workload) -> list[bool]:
     """Without checkpointing first (it is faster at equal micro-batch)."""
     if w.gradient_checkpointing == "auto":
         return [False, True]
+    if w.gradient_checkpointing == "offload":
+        return ["offload"]  # type: ignore[list-item]
     return [bool(w.gradient_checkpointing)]
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from optimizer.errors import UnknownModel, UnsupportedConfig
 from optimizer.estimator import vision
+from optimizer.estimator.hf_limits import MAX_PARAMS
 from optimizer.estimator.workload import HfConfigSpec, ModelDims
 
 # cnn and vit are image classifiers (optimizer.estimator.vision prices them).
@@ -247,6 +248,11 @@ _PRESET_SPECS: list[tuple[dict[str, Any], int, tuple[str, ...]]] = [
           source=_HF.format("meta-llama/Meta-Llama-3-8B")),
      0, ("meta-llama/meta-llama-3-8b", "meta-llama-3-8b", "llama-3.1-8b", "meta-llama/llama-3.1-8b",
          "llama3-8b", "llama-3-8b-instruct")),
+    (dict(name="llama-3-70b", arch="decoder", layers=80, hidden=8192, heads=64, kv_heads=8,
+          intermediate=28672, vocab=128256, gated_mlp=True,
+          source=_HF.format("meta-llama/Meta-Llama-3-70B")),
+     0, ("meta-llama/meta-llama-3-70b", "meta-llama-3-70b", "llama-3.1-70b", "meta-llama/llama-3.1-70b",
+         "llama-3.3-70b", "llama3-70b", "llama-3-70b-instruct")),
     (dict(name="mistral-7b", arch="decoder", layers=32, hidden=4096, heads=32, kv_heads=8,
           intermediate=14336, vocab=32000, gated_mlp=True,
           source=_HF.format("mistralai/Mistral-7B-v0.1")),
@@ -450,6 +456,12 @@ def check_shape(shape: ModelShape, field: str) -> ModelShape:
         raise UnsupportedConfig(field, f"hidden size {shape.hidden} is not divisible by {shape.heads} heads")
     if shape.heads % shape.kv_heads:
         raise UnsupportedConfig(field, f"{shape.heads} attention heads are not divisible by {shape.kv_heads} kv heads")
+    # Each size is bounded on its own (hf_limits); their product may still describe a model no
+    # one trains (1,000 layers x width 131,072): refuse it before an estimator prices it.
+    if not 0 < shape.params <= MAX_PARAMS:
+        raise UnsupportedConfig(
+            field, f"the model has {shape.params:,} parameters; between 1 and {MAX_PARAMS:,} are accepted"
+        )
     return shape
 
 

@@ -32,6 +32,10 @@ class StackProfile:
     logits_fp32_buffers: float | None  # None: the stack's own rule (see logits_bytes)
     foreach_optimizer: bool  # PyTorch's foreach AdamW (state-sized temporaries at the step)
     uncertainty: float  # extra relative width of the estimate's range
+    # One block's working set in backward with checkpointing, in blocks' worth of saved
+    # activations: the recomputed block plus the gradients flowing through it (2); fused kernels
+    # that write their gradients into the saved buffers in place hold about one.
+    recompute_work: float = 2.0
 
     def logits_bytes(self, compute_b: float, hf_fp32_buffers: float) -> float:
         """Bytes per logit element alive at the loss (compute dtype ``compute_b`` bytes)."""
@@ -47,7 +51,9 @@ class StackProfile:
 _PROFILES = {
     "hf": StackProfile("hf", 1.0, 1.0, 1.0, None, True, 0.0),
     "compiled": StackProfile("compiled", 0.9, 0.5, 0.4, 1.0, True, 0.08),
-    "fused": StackProfile("fused", 0.85, 0.7, 0.7, 0.0, True, 0.10),
+    # Unsloth's SwiGLU / LoRA-MLP backward kernels overwrite the saved gate/up buffers with their
+    # gradients (unsloth/kernels/swiglu.py, "store ... in place"), so recomputation holds ~one block.
+    "fused": StackProfile("fused", 0.85, 0.7, 0.7, 0.0, True, 0.10, recompute_work=1.0),
     "litgpt": StackProfile("litgpt", 1.0, 1.0, 1.0, None, True, 0.03),
 }
 

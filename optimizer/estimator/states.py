@@ -16,10 +16,20 @@ def trainable_params(shape: ModelShape, workload: Workload) -> int:
     return lora_trainable_params(shape, workload.lora_rank, workload.lora_targets)
 
 
-def kbit_upcast(w: Workload) -> bool:
+def sharded_qlora(w: Workload, stage: int, n: int) -> bool:
+    """QLoRA under FSDP / ZeRO-3 (or parameter offload): the 4-bit weights are stored in a 16-bit
+    container (bitsandbytes ``bnb_4bit_quant_storage``), so FSDP/ZeRO-3 shard and offload them like
+    any floating-point parameter (bitsandbytes docs ``fsdp_qlora.md``; Answer.AI FSDP-QLoRA, 2024-03)."""
+    return w.method == "qlora" and ((stage >= 3 and n > 1) or w.offload == "optimizer+params")
+
+
+def kbit_upcast(w: Workload, stage: int = 0, n: int = 1) -> bool:
     """PEFT's ``prepare_model_for_kbit_training`` runs (transformers stacks): non-quantized
-    weights, the residual stream and the logits become fp32."""
-    return w.method == "qlora" and w.stack in ("hf", "compiled")
+    weights, the residual stream and the logits become fp32. Not for sharded QLoRA: TRL skips it
+    when the 4-bit weights sit on cpu/meta for FSDP or ZeRO-3 (trl ``_prepare_peft_model``,
+    ``is_sharded_qlora``: "one should never call prepare_model_for_kbit_training when doing QLoRA +
+    FSDP / DS-Zero3")."""
+    return w.method == "qlora" and w.stack in ("hf", "compiled") and not sharded_qlora(w, stage, n)
 
 
 def adafactor_state_bytes(shape: ModelShape) -> float:
@@ -85,7 +95,7 @@ def state_bytes(
             quant = shape.linear_layer_params
             per = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
             quantized = quant * per
-            weights = (N - quant) * (4.0 if kbit_upcast(w) else base_b)
+            weights = (N - quant) * (4.0 if kbit_upcast(w, stage, n) else base_b)
         else:
             weights = N * base_b
         ad_b = 2.0 if p == "bf16-true" else 4.0
@@ -100,8 +110,8 @@ def state_bytes(
         opt = 0.0
         grads = min(grads, cal.OFFLOAD_BUCKET_PARAMS.value * 2.0)
     if w.offload == "optimizer+params":
-        offloaded += weights
-        weights = 0.0
+        offloaded += weights + quantized
+        weights = quantized = 0.0
     if n > 1:
         if stage >= 1:
             opt /= n
@@ -110,5 +120,6 @@ def state_bytes(
             grads /= n
         if stage >= 3:
             weights /= n
-    # 4-bit weights are not sharded or offloaded: each GPU keeps all of them.
+            # 4-bit weights in a 16-bit quant_storage container shard like the others.
+            quantized /= n
     return weights + quantized, grads, opt, offloaded

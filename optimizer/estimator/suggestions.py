@@ -38,7 +38,7 @@ def _changes(w: Workload) -> list[tuple[str, dict[str, Any]]]:
         out.append(("", {"micro_batch_size": "auto", "gradient_checkpointing": "auto"}))
     if w.optimizer == "adamw":
         out.append(("8-bit Adam", {"optimizer": "adamw_8bit"}))
-    if w.method == "full" and w.precision in ("bf16", "fp16"):
+    if w.method == "full" and w.precision in ("bf16", "fp16", "auto"):
         out.append(("pure bf16 (no fp32 master copy)", {"precision": "bf16-true"}))
     if "offload" in Workload.model_fields and getattr(w, "offload", "none") == "none":
         out.append(("optimizer offload to CPU", {"offload": "optimizer"}))

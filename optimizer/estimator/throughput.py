@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from optimizer.estimator import calibration as cal
 from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
+from optimizer.estimator.precision import resolve_precision, with_precision
 from optimizer.estimator.memory import ZERO_STAGE, MemoryParts, layer_bytes_per_token
 from optimizer.estimator.shapes import ModelShape
 from optimizer.estimator.stacks import stack_profile
@@ -72,9 +73,18 @@ def forward_flops_per_token(shape: ModelShape, seq_len: int, image_size: int = 2
 
 
 def training_flops_per_token(shape: ModelShape, w: Workload) -> tuple[float, float]:
-    """(model FLOPs, hardware FLOPs) per token (per image for a CNN)."""
-    fwd = forward_flops_per_token(shape, tokens_per_sample(shape, w), w.image_size)
-    model = 3.0 * fwd if w.method == "full" else 2.0 * fwd
+    """(model FLOPs, hardware FLOPs) per token (per image for a CNN).
+
+    LoRA's frozen linears need only the activation gradient in backward (1x their forward), but
+    attention's ``Q K^T`` and ``A V`` have no weights to freeze: their backward forms dQ, dK and dV
+    (2x the forward) whatever the method, so attention counts 3x for LoRA as for full training."""
+    seq = tokens_per_sample(shape, w)
+    fwd = forward_flops_per_token(shape, seq, w.image_size)
+    if w.method == "full":
+        model = 3.0 * fwd
+    else:
+        attention = 0.0 if shape.arch == "cnn" else 4.0 * shape.layers * seq * shape.q_dim
+        model = 2.0 * (fwd - attention) + 3.0 * attention
     hardware = model + (fwd if w.gradient_checkpointing else 0.0)
     return model, hardware
 
@@ -104,6 +114,7 @@ def effective_peak_tflops(gpu: GpuSpec, precision: str, convolutions: bool = Fal
     ``tf32``: TF32 tensor cores (half the fp16 dense rate) on Ampere and newer. bf16 on cards
     without bf16 tensor cores (V100, T4) is emulated at the fp32 rate.
     """
+    precision = resolve_precision(precision, gpu)
     if precision == "tf32" or (precision == "fp32" and convolutions):
         return gpu.fp16_tensor_tflops / 2 if _tensor_core_gen(gpu) else gpu.fp32_tflops
     if precision == "fp32":
@@ -115,11 +126,13 @@ def gemm_attainable(gpu: GpuSpec) -> float:
     return cal.GEMM_ATTAINABLE.get(gpu.generation, cal.GEMM_ATTAINABLE["other"]).value
 
 
-def matmul_efficiency(gpu: GpuSpec, shape: ModelShape) -> float:
+def matmul_efficiency(gpu: GpuSpec, shape: ModelShape, precision: str = "bf16") -> float:
     """Share of the dense peak the step's matmuls sustain on this GPU."""
     eff = cal.MATMUL_EFFICIENCY.value * gemm_attainable(gpu)
     if shape.arch == "cnn":
         eff *= cal.CONV_EFFICIENCY_SHARE.value
+        if precision in ("fp32", "tf32") and _tensor_core_gen(gpu):
+            eff *= cal.TF32_CONV_SHARE.value  # TF32 convolutions, priced apart from fp16 ones
     return eff
 
 
@@ -145,9 +158,23 @@ def comm_seconds(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, s
     grad_bytes = trainable * 2.0 / w.accumulation_steps
     intra = 2.0 * (local - 1) / local * grad_bytes
     inter = 2.0 * (nodes - 1) / nodes * grad_bytes / local if nodes > 1 else 0.0
-    if stage >= 3 and w.method != "qlora":
-        intra += 2.0 * (local - 1) / local * shape.params * 2.0
+    if stage >= 3:
+        # Weights are gathered at their stored size: 16-bit, or QLoRA's packed 4-bit + constants
+        # (its 16-bit embeddings and head as they are).
+        weight_bytes = shape.params * 2.0
+        if w.method == "qlora":
+            nf4_b = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
+            weight_bytes = shape.linear_layer_params * nf4_b + (shape.params - shape.linear_layer_params) * 2.0
+        intra += 2.0 * (local - 1) / local * weight_bytes
     return intra / (_intra_node_gbs(gpu) * 1e9) + inter / (cal.INTER_NODE_GBS.value * 1e9)
+
+
+def _linear_io_elements(shape: ModelShape) -> float:
+    """Input plus output elements per token of a block's seven linears (q, k, v, o, gate, up, down)."""
+    h, q, kv, i = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate
+    ins = 3 * h + q + 2 * h + i if shape.gated_mlp else 3 * h + q + h + i
+    outs = q + 2 * kv + h + (2 * i if shape.gated_mlp else i) + h
+    return float(ins + outs)
 
 
 def dispatch_seconds(shape: ModelShape, w: Workload) -> float:
@@ -159,7 +186,14 @@ def dispatch_seconds(shape: ModelShape, w: Workload) -> float:
         per_layer *= cal.CNN_DISPATCH_SHARE.value
     if w.method == "qlora":
         per_layer *= cal.QLORA_DISPATCH_FACTOR.value
+    if w.method in ("lora", "qlora") and shape.arch != "cnn":
+        per_layer += cal.LORA_DISPATCH_S_PER_ADAPTER.value * adapted_linears(w)
     return per_layer * shape.layers * passes * stack_profile(w.stack).dispatch_share
+
+
+def adapted_linears(w: Workload) -> int:
+    """Linears per block that carry a LoRA adapter (q, k, v, o; q, v; or all seven)."""
+    return {"attention": 4, "qv": 2, "all-linear": 7}[w.lora_targets]
 
 
 def offload_seconds(shape: ModelShape, w: Workload, gpu_count: int, mem: MemoryParts) -> float:
@@ -180,7 +214,11 @@ def offload_seconds(shape: ModelShape, w: Workload, gpu_count: int, mem: MemoryP
     per_step = cpu_s + (1.0 - cal.OVERLAP_COMM.value) * transfer
     stream = 0.0
     if w.offload == "optimizer+params":
-        stream = 2.0 * 2.0 * shape.params / share / link
+        weight_bytes = shape.params * 2.0
+        if w.method == "qlora":  # the 4-bit weights stream at their stored size
+            nf4_b = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
+            weight_bytes = shape.linear_layer_params * nf4_b + (shape.params - shape.linear_layer_params) * 2.0
+        stream = 2.0 * weight_bytes / share / link
     return per_step / w.accumulation_steps + stream
 
 
@@ -213,25 +251,31 @@ def _activation_traffic_bytes(shape: ModelShape, w: Workload, mem: MemoryParts) 
 def throughput(
     shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts
 ) -> Throughput:
+    w = with_precision(w, gpu)  # "auto" -> the card's mixed precision
     model_fpt, hw_fpt = training_flops_per_token(shape, w)
     peak = effective_peak_tflops(gpu, w.precision, convolutions=shape.arch == "cnn")
     per_sample = tokens_per_sample(shape, w)
     tokens = w.micro_batch_size * per_sample
-    eff = matmul_efficiency(gpu, shape)
+    eff = matmul_efficiency(gpu, shape, w.precision)
     compute_s = tokens * hw_fpt / (peak * 1e12 * eff)
 
     # Bandwidth-bound work per micro-step.
     traffic = _activation_traffic_bytes(shape, w, mem)
     # Weights are read by the forward and both backward matmuls (16-bit copies under autocast).
     # ZeRO-3/FSDP gather each block before its matmuls, so the whole block is read, not the shard
-    # (4-bit QLoRA weights are never sharded: mem.weights already holds all of them).
-    gathered = gpu_count if sharding in ("zero3", "fsdp") and w.method != "qlora" else 1
+    # (QLoRA's 4-bit weights too: they shard in their 16-bit quant_storage container).
+    gathered = gpu_count if sharding in ("zero3", "fsdp") else 1
     traffic += (3.0 if w.method == "full" else 2.0) * mem.weights * gathered
     if w.method == "qlora":
         # Dequantize per use: read 4-bit, write and read the 16-bit matrix; forward, the activation
         # gradient (frozen W has no weight gradient) and, with checkpointing, the recomputed forward.
+        # Per call, whatever the micro-batch: this is what short micro-steps cannot amortise.
         uses = 3.0 if w.gradient_checkpointing else 2.0
         traffic += uses * shape.linear_layer_params * (0.5 + 2.0 + 2.0) / cal.QLORA_DEQUANT_BW_SHARE.value
+        if mem.residual_bytes == 4.0:
+            # Per token: with PEFT's fp32 upcast every 4-bit linear casts its fp32 input to 16 bits
+            # and its 16-bit output back (bitsandbytes Linear4bit.forward), in each use.
+            traffic += uses * tokens * shape.layers * _linear_io_elements(shape) * (4.0 + 2.0)
     # Optimizer update reads and writes weights, gradients and states once per optimizer step.
     traffic += 2.0 * (mem.weights + mem.gradients + mem.optimizer) / w.accumulation_steps
     memory_s = traffic / (gpu.mem_bw_gbs * 1e9 * cal.MEMORY_BW_EFFICIENCY.value)
@@ -243,10 +287,19 @@ def throughput(
     step_overhead = cal.STEP_OVERHEAD_S.value * stack_profile(w.stack).dispatch_share / w.accumulation_steps
     local_s += step_overhead
     offload_s = offload_seconds(shape, w, gpu_count, mem)
+    if mem.host_activations:
+        # Checkpointing "offload": block inputs go out in forward and come back in backward over
+        # PCIe, asynchronously: only what compute cannot hide adds.
+        copy_s = 2.0 * mem.host_activations / (cal.HOST_LINK_GBS.value * 1e9)
+        offload_s += max(copy_s - cal.OVERLAP_COMM.value * local_s, (1.0 - cal.OVERLAP_COMM.value) * copy_s)
     local_s += offload_s
     comm_s = comm_seconds(shape, w, gpu, gpu_count, sharding, mem.trainable_params)
     hidden = cal.OVERLAP_COMM.value * min(local_s, comm_s)
     step_s = local_s + comm_s - hidden
+    if gpu_count > 1:
+        # What data parallelism costs every optimizer step whatever its length (bucket latency,
+        # the last bucket, the slowest process): short steps cannot hide it.
+        step_s += cal.DP_STEP_OVERHEAD_S.value * math.log2(gpu_count) / w.accumulation_steps
     tps = gpu_count * tokens / step_s
     mfu = model_fpt * tps / (gpu_count * peak * 1e12)
     return Throughput(

@@ -13,11 +13,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from optimizer.estimator.hf_limits import check_hf_config
+from optimizer.estimator.hf_limits import MIN_PARAMS_B, check_hf_config
 
 Method = Literal["full", "lora", "qlora"]
 # fp32: PyTorch's default, matmuls in full fp32 (TF32 off); tf32: fp32 storage, TF32 tensor-core matmuls.
-Precision = Literal["fp32", "tf32", "fp16", "bf16", "bf16-true"]
+# auto (CONTRACT v3 default): bf16 where the card has bf16 tensor cores, fp16 on Volta/Turing; the
+# estimator resolves it per GPU (optimizer.estimator.precision).
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "bf16-true", "auto"]
 OptimizerName = Literal["adamw", "adamw_8bit", "adafactor", "sgd"]
 Sharding = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "auto"]
 # attention: q, k, v, o; qv: q and v only (the LoRA paper's and litgpt's default); all-linear: + MLP.
@@ -31,13 +33,18 @@ Stack = Literal["hf", "compiled", "fused", "litgpt"]
 # Largest amount of training we accept: 1e14 tokens is ~7x Llama-3's pre-training run.
 MAX_TOKENS = 1e14
 
+# How much is trained, not how: these set a run's tokens, FLOPs, hours and dataset size and nothing
+# else, so estimates are memoised without them (``Workload.rate_key``, ``optimizer.estimator.amounts``).
+AMOUNT_FIELDS = frozenset({"tokens", "samples", "dataset_tokens", "dataset_samples", "epochs", "dataset_gb"})
+
 
 class ModelDims(BaseModel):
     """A model given by its size and, optionally, its shape."""
 
     model_config = ConfigDict(extra="forbid")
 
-    params_b: Annotated[float, Field(gt=0, le=2000, description="parameters, billions")]
+    # At least a thousand parameters: 1e-300 would round to a 0-parameter model priced at $0.
+    params_b: Annotated[float, Field(ge=MIN_PARAMS_B, le=2000, description="parameters, billions")]
     layers: Annotated[int, Field(gt=0, le=1000)] | None = None
     hidden: Annotated[int, Field(gt=0, le=131072)] | None = None
     heads: Annotated[int, Field(gt=0, le=4096)] | None = None
@@ -86,7 +93,7 @@ class Workload(BaseModel):
 
     model: ModelSpec
     method: Method = "full"
-    precision: Precision = "bf16"
+    precision: Precision = "auto"
     optimizer: OptimizerName = "adamw"
     global_batch_size: Annotated[int, Field(ge=1, le=1_048_576)] = Field(
         default=16, description="sequences per optimizer step: what the run means, the same on every option"
@@ -95,8 +102,10 @@ class Workload(BaseModel):
         default="auto", description='sequences per GPU per forward pass; "auto": the largest that fits and runs fastest'
     )
     seq_len: Annotated[int, Field(ge=1, le=1_048_576)] = 512
-    gradient_checkpointing: bool | Literal["auto"] = Field(
-        default="auto", description='recompute activations; "auto": only where it is needed to fit or pays'
+    gradient_checkpointing: bool | Literal["auto", "offload"] = Field(
+        default="auto",
+        description='recompute activations; "offload": checkpointed activations kept in host RAM (fused '
+        'stacks); "auto": only where it is needed to fit or pays',
     )
     sharding: Sharding = "auto"
     lora_rank: Annotated[int, Field(ge=1, le=8192)] = 16
@@ -184,10 +193,20 @@ class Workload(BaseModel):
         """A digest of the workload's content, computed once per object (it is frozen)."""
         return self._key
 
+    @cached_property
+    def _rate_key(self) -> str:
+        return hashlib.sha256(self.model_dump_json(exclude=set(AMOUNT_FIELDS)).encode()).hexdigest()
+
+    def rate_key(self) -> str:
+        """A digest of everything but the amount of training (``AMOUNT_FIELDS``): what memory,
+        speed and the recipe depend on. Workloads that differ only in tokens share it."""
+        return self._rate_key
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Workload:
         copied = super().model_copy(update=update, deep=deep)
         # The copy inherits the memoised key with the rest of __dict__; it may no longer match.
         copied.__dict__.pop("_key", None)
+        copied.__dict__.pop("_rate_key", None)
         return copied
 
 
@@ -210,3 +229,18 @@ class Constraints(BaseModel):
     # A region of the bundled electricity table (us-average, us-iowa, cn-beijing ...); an
     # explicit electricity_usd_per_kwh wins.
     electricity_region: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    # Reject cloud options the account's quotas cannot launch (optimizer.quotas); unknown ones stay.
+    respect_quotas: bool = False
+    # Hours of training between checkpoints on spot; None: Young's formula (optimizer.spot_risk).
+    checkpoint_interval_hours: Annotated[float, Field(gt=0, le=1000)] | None = None
+    # Share of each card's VRAM kept free (0.1: use at most 90 %). None: the estimate's range
+    # decides (its upper end should fit); a number is a hard limit on the point estimate.
+    safety_margin: Annotated[float, Field(ge=0, lt=0.9)] | None = None
+    # Prices far from their provider's usual level, or older than the age limit, are rejected
+    # unless this is true.
+    allow_suspect_prices: bool = False
+    # GB that leave the cloud per run (checkpoints, outputs, datasets), billed at the provider's egress rate.
+    egress_gb: Annotated[float, Field(ge=0, le=1e7)] | None = None
+    # Plans: each team's monthly spend cap in USD ({"vision": 2000}); jobs name their ``team``.
+    team_budgets: Annotated[dict[Annotated[str, Field(min_length=1, max_length=100)],
+                                 Annotated[float, Field(ge=0, le=1e12)]], Field(max_length=200)] | None = None

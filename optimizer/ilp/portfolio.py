@@ -12,6 +12,9 @@ Sets and data (names as in the code)::
     F[k][m]       price of a unit of k bought in month m minus its resale value at the horizon, USD
     Pk[k]         purchase price of a unit of k, USD
     phi[k]        share of its first month a new unit of k is usable (lead time to deliver and build)
+    T[k]          for a commitment k (k instances reserved for a term): its term in months; a unit
+                  started in m' serves months m' .. m'+T[k]-1 with all their hours, and F[k][m'] is
+                  its charge (every hour of the term, or of the horizon's share of it)
     H, A          hours in a month, share of them a machine is available for jobs
     B             capex budget (USD);  Q[p] monthly GPU-hour quota of provider p
 
@@ -27,8 +30,14 @@ Model::
     s.t.  demand_j_m:    sum_o n[j][o][m] + sum_k u[j][k][m] = R[j][m]
           capacity_k_m:  sum_j t[j][k] u[j][k][m]
                            <= H A (sum_{m' < m} y[k][m'] + phi[k] y[k][m])
+                         (commitments: <= H sum_{m' <= m < m' + T[k]} y[k][m'])
           capex:         sum Pk[k] y[k][m] <= B
           quota_p_m:     sum_{(j, o): P(j, o) = p} g[j][o] h[j][o] n[j][o][m] <= Q[p] H
+          acct_q_m:      sum_{(j, o)} d[j][o][q] h[j][o] n[j][o][m] <= L[q] H
+                         (account quota q, ``quota_caps``: L[q] vCPUs or GPUs held at once, d[j][o][q]
+                         what one run of j on o holds of it; optimizer.quotas)
+          team_T_m:      sum_{j in T} (sum_o c[j][o] n[j][o][m] + sum_k e[j][k] u[j][k][m]) <= W[T]
+                         (W[T]: team T's monthly budget, ``team_budgets``; purchases are shared capital)
           link_j_k_m:    u[j][k][m] <= R[j][m] sum_{m' <= m} y[k][m']      (valid inequality)
           bounds:        n[j][o][m], u[j][k][m] <= R[j][m]
 
@@ -47,8 +56,9 @@ get an integer plan and, with the bound, a proven gap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulp
 
@@ -60,6 +70,8 @@ class RentalChoice:
     cost_per_run_usd: float
     hours: float
     gpus: float
+    # Account quotas this rental holds while it runs: (quota key, vCPUs or GPUs), optimizer.quotas.
+    quota_draw: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +87,7 @@ class PortfolioJob:
     demand: Sequence[int]  # R[j][m]
     rentals: Sequence[RentalChoice]
     builds: Sequence[BuildUse]
+    team: str | None = None  # whose monthly budget its spend counts against (team_T_m rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,31 @@ class PortfolioBuild:
     price_usd: float
     net_cost_by_month: Sequence[float]  # F[k][m]
     first_month_share: float = 1.0  # phi[k]
+    # A commitment instead of a machine (optimizer.plan_commitments): a unit started in month m'
+    # serves months m' .. m' + T[k] - 1 only, every hour of them (``unit_hours`` a month, not H A),
+    # and F[k][m'] is what it is charged, used or not. None: a machine, owned to the horizon.
+    term_months: int | None = None
+    unit_hours: float | None = None
+
+    def share(self, bought: int, month: int) -> float:
+        """w[k][m'][m]: the share of month ``month`` a unit bought in ``bought`` can work."""
+        if self.term_months is not None:
+            return 1.0 if bought <= month < bought + self.term_months else 0.0
+        return 1.0 if bought < month else self.first_month_share if bought == month else 0.0
+
+    def active(self, bought: int, month: int) -> bool:
+        """Whether a unit bought in ``bought`` is held in ``month`` (the link rows' test)."""
+        if self.term_months is not None:
+            return bought <= month < bought + self.term_months
+        return bought <= month
+
+
+def capacity_hours(b: PortfolioBuild, units_bought: Callable[[int], Any], month: int, machine_hours: float) -> Any:
+    """Hours units of ``b`` can work in ``month``: sum_m' w[k][m'][m] y[k][m'] x (H A, or unit_hours).
+    ``units_bought(m')`` gives y[k][m'] (a variable or a number)."""
+    hours = machine_hours if b.unit_hours is None else b.unit_hours
+    terms = [b.share(mp, month) * units_bought(mp) for mp in range(month + 1) if b.share(mp, month) > 0]
+    return hours * (pulp.lpSum(terms) if terms and not isinstance(terms[0], (int, float)) else sum(terms))
 
 
 @dataclass(slots=True)
@@ -124,6 +162,8 @@ def build_portfolio(
     quotas_gpu_hours: Mapping[str, float] | None = None,
     integer_runs: bool = True,
     link_rows: bool = True,
+    team_budgets: Mapping[str, float] | None = None,
+    quota_caps: Mapping[str, float] | None = None,
 ) -> PortfolioModel:
     """The model above. Jobs with no option at all make it infeasible, as they should."""
     prob = pulp.LpProblem("portfolio", pulp.LpMinimize)
@@ -131,7 +171,7 @@ def build_portfolio(
     kidx = {b.id: k for k, b in enumerate(builds)}
     H, A = hours_per_month, availability
     run_cat = pulp.LpInteger if integer_runs else pulp.LpContinuous
-    substitute = not quotas_gpu_hours
+    substitute = not quotas_gpu_hours and not quota_caps
     # Per job: the rentals that get variables, and the builds worth a run.
     rentals_of: dict[int, list[int]] = {}
     uses_of: dict[int, list[BuildUse]] = {}
@@ -202,15 +242,19 @@ def build_portfolio(
             load = loads.get((k, m))
             if not load:
                 continue
-            owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m)) + b.first_month_share * mdl.y[(k, m)]
-            prob += pulp.lpSum(load) <= H * A * owned, f"capacity_{k}_{m}"
+            if b.term_months is None and b.unit_hours is None:
+                owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m)) + b.first_month_share * mdl.y[(k, m)]
+                prob += pulp.lpSum(load) <= H * A * owned, f"capacity_{k}_{m}"
+            else:
+                cap = capacity_hours(b, lambda mp, k=k: mdl.y[(k, mp)], m, H * A)
+                prob += pulp.lpSum(load) <= cap, f"capacity_{k}_{m}"
 
     # Valid inequalities: a job can use build k in month m only if some unit is owned by then. They
     # cut off fractional purchases the capacity rows alone allow and speed the search a lot.
     # With continuous runs (``link_rows=False``) they only slow the search: capacity already ties runs
     # to integer purchases, and the 100-job bench solves in 1.4 s instead of 3.3 s without them.
     for (j, k, m), v in mdl.u.items() if link_rows else ():
-        owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m + 1))
+        owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m + 1) if builds[k].active(mp, m))
         prob += v <= jobs[j].demand[m] * owned, f"link_{j}_{k}_{m}"
 
     if capex_budget_usd is not None and mdl.y:
@@ -230,7 +274,55 @@ def build_portfolio(
             terms = quota_terms.get((p, m))
             if terms:
                 prob += pulp.lpSum(terms) <= q * H, f"quota_{_safe(p)}_{m}"
+    acct_terms: dict[tuple[str, int], list[pulp.LpAffineExpression]] = {}
+    if quota_caps:
+        for (j, o, m), v in mdl.n.items():
+            r = jobs[j].rentals[o]
+            for key, units in r.quota_draw:
+                if key in quota_caps:
+                    acct_terms.setdefault((key, m), []).append(units * r.hours * v)
+    for (key, m), terms in sorted(acct_terms.items()):
+        prob += pulp.lpSum(terms) <= quota_caps[key] * H, f"acct_quota_{_safe(key)}_{m}"  # type: ignore[index]
+    add_team_budget_rows(mdl, jobs, builds, months, team_budgets or {})
     return mdl
+
+
+def team_spend_terms(
+    mdl: PortfolioModel, jobs: Sequence[PortfolioJob], builds: Sequence[PortfolioBuild], j: int, m: int
+) -> tuple[float, list[Any]]:
+    """Job j's spend in month m as (constant, terms): its rentals plus its runs' energy on owned
+    machines. With the rentals substituted out (``implicit``) that is
+    c*[j] R[j][m] + sum_k (e[j][k] - c*[j]) u[j][k][m]."""
+    o = mdl.implicit.get(j)
+    c_star = jobs[j].rentals[o].cost_per_run_usd if o is not None else 0.0
+    constant = c_star * mdl.demand.get((j, m), 0)
+    terms: list[Any] = [jobs[j].rentals[oo].cost_per_run_usd * v for (jj, oo, mm), v in mdl.n.items() if jj == j and mm == m]
+    energy = {b.build: b.energy_per_run_usd for b in jobs[j].builds}
+    for (jj, k, mm), v in mdl.u.items():
+        if jj == j and mm == m:
+            terms.append((energy[builds[k].id] - c_star) * v)
+    return constant, terms
+
+
+def add_team_budget_rows(
+    mdl: PortfolioModel, jobs: Sequence[PortfolioJob], builds: Sequence[PortfolioBuild], months: int,
+    team_budgets: Mapping[str, float],
+) -> None:
+    """team_T_m:  sum_{j in T} (rentals of j in m + energy of j's runs in m) <= budget[T].
+
+    What a team is charged each month for its runs; machines and commitments bought are capital
+    shared by every team (``capex`` caps them), so they are not in a team's monthly spend."""
+    for team, cap in sorted(team_budgets.items()):
+        members = [j for j, job in enumerate(jobs) if job.team == team]
+        for m in range(months):
+            constant, terms = 0.0, []
+            for j in members:
+                c, t = team_spend_terms(mdl, jobs, builds, j, m)
+                constant += c
+                terms += t
+            if constant == 0 and not terms:
+                continue
+            mdl.problem += pulp.lpSum(terms) + constant <= cap, f"team_{_safe(team)}_{m}"
 
 
 def _safe(name: str) -> str:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from optimizer.ilp.portfolio import PortfolioBuild, PortfolioJob, PortfolioModel, build_portfolio
+from optimizer.ilp.portfolio import PortfolioBuild, PortfolioJob, PortfolioModel, build_portfolio, capacity_hours
 from optimizer.ilp.solve import OPTIMAL, SolveResult, solve
 
 # Plans are optimal within 0.5 % of the best possible cost (a proven bound, not an estimate). On
@@ -51,15 +51,20 @@ def solve_portfolio(
     quotas_gpu_hours: Mapping[str, float] | None = None,
     time_limit_s: float = 30.0,
     gap_rel: float = PLAN_GAP_REL,
+    team_budgets: Mapping[str, float] | None = None,
+    quota_caps: Mapping[str, float] | None = None,
 ) -> PortfolioSolve:
     kw = {
         "hours_per_month": hours_per_month, "availability": availability,
         "capex_budget_usd": capex_budget_usd, "quotas_gpu_hours": quotas_gpu_hours,
+        "team_budgets": team_budgets, "quota_caps": quota_caps,
     }
     start = time.perf_counter()
     build_s = solve_s = 0.0
     start_values: dict[str, float] | None = None
-    if not quotas_gpu_hours and any(j.builds for j in jobs):
+    # Team budgets: rounding runs down sends them to rentals, which may break a team's cap, so
+    # those plans are solved as the integer program they are.
+    if not quotas_gpu_hours and not quota_caps and not team_budgets and any(j.builds for j in jobs):
         t = time.perf_counter()
         relaxed = build_portfolio(jobs, builds, months, integer_runs=False, link_rows=False, **kw)  # type: ignore[arg-type]
         build_s += time.perf_counter() - t
@@ -123,8 +128,7 @@ def _round_down(
             by_km.setdefault((k, m), []).append((coef[v.name] / h, j, v.name, h))
     for (k, m), rows in by_km.items():
         b = builds[k]
-        owned = sum(out[mdl.y[(k, mp)].name] for mp in range(m)) + b.first_month_share * out[mdl.y[(k, m)].name]
-        spare = hours_cap * owned - load.get((k, m), 0.0)
+        spare = capacity_hours(b, lambda mp, k=k: out[mdl.y[(k, mp)].name], m, hours_cap) - load.get((k, m), 0.0)
         for _, j, name, h in sorted(rows):
             room = mdl.demand[(j, m)] - per_job.get((j, m), 0)
             add = min(room, int((spare + 1e-9) // h))
@@ -148,8 +152,7 @@ def _round_down(
             if var is None:
                 continue
             b = builds[k]
-            owned = sum(out[mdl.y[(k, mp)].name] for mp in range(m)) + b.first_month_share * out[mdl.y[(k, m)].name]
-            spare = hours_cap * owned - load.get((k, m), 0.0)
+            spare = capacity_hours(b, lambda mp, k=k: out[mdl.y[(k, mp)].name], m, hours_cap) - load.get((k, m), 0.0)
             fit = min(missing, int((spare + 1e-9) // use.hours) if use.hours > 0 else missing)
             if fit > 0 and out[var.name] + fit <= r:
                 out[var.name] += fit

@@ -6,14 +6,18 @@ pre-installed software, capacity status Used, GPU instances) per region,
 current Linux/UNIX spot price per availability zone. ``parse`` joins them: one offer per zone
 with a spot price (on-demand repeated), or one region-wide offer when there is no spot price.
 
-Price List items are JSON strings. Only ``OnDemand`` terms are read (reserved terms are not an
-hourly rental), and zero-priced dimensions are skipped: Capacity Block SKUs list 0.00 per hour.
+Price List items are JSON strings. ``OnDemand`` terms give the hourly rental price; zero-priced
+dimensions are skipped: Capacity Block SKUs list 0.00 per hour. ``Reserved`` terms of the same
+items, Savings Plans rates (``savingsplans``) and Capacity Block offerings become the offers'
+``commitments`` (``pricing.adapters.aws_commitments``); those two extra APIs are optional: a
+caller without their permissions still gets on-demand and spot prices.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -21,7 +25,8 @@ from typing import Any, ClassVar
 
 from optimizer.estimator.gpus import find_gpu, gpu_spec
 from pricing.errors import MissingCredentials, ProviderError
-from optimizer.offer import Offer
+from optimizer.offer import Commitment, Offer
+from pricing.adapters.aws_commitments import capacity_blocks, reserved_terms, savings_plan_rates
 from pricing.source import RawSnapshot, SourceSettings, register
 
 logger = logging.getLogger(__name__)
@@ -43,6 +48,9 @@ GPU_FAMILIES: dict[str, str] = {
     "p5en": "H200",
     "p6-b200": "B200",
 }
+
+# Types sold as EC2 Capacity Blocks for ML (AWS "Capacity Blocks for ML" user guide, 2025).
+CAPACITY_BLOCK_TYPES = re.compile(r"^(p4d|p4de|p5|p5e|p5en|p6-[a-z0-9]+)\.(24|48)xlarge$")
 
 # The Price List Query API answers only in a few regions; us-east-1 serves every region's prices.
 PRICING_ENDPOINT_REGION = "us-east-1"
@@ -139,7 +147,7 @@ def on_demand_prices(items: Iterable[str | dict[str, Any]]) -> dict[str, dict[st
             continue
         if usd is None:
             continue
-        out[instance_type] = {"usd": usd, "attrs": attrs}
+        out[instance_type] = {"usd": usd, "attrs": attrs, "reserved": item.get("terms", {}).get("Reserved")}
     return out
 
 
@@ -204,6 +212,8 @@ def aws_offers(payloads: dict[str, Any], as_of: datetime) -> list[Offer]:
         prices = on_demand_prices(data.get("products", []))
         described = {d["InstanceType"]: d for d in data.get("instance_types", [])}
         spot = latest_spot(data.get("spot_history", []))
+        plans = savings_plan_rates(data.get("savings_plan_rates", []), as_of)
+        blocks = capacity_blocks(data.get("capacity_blocks", []), as_of)
         zones_by_type: dict[str, list[str]] = {}
         for (itype, zone) in sorted(spot):
             zones_by_type.setdefault(itype, []).append(zone)
@@ -216,6 +226,8 @@ def aws_offers(payloads: dict[str, Any], as_of: datetime) -> list[Offer]:
                 continue
             gpu, count, vram, vcpus, ram = facts
             on_demand = prices.get(itype, {}).get("usd")
+            reserved = reserved_terms({"terms": {"Reserved": prices.get(itype, {}).get("reserved")}}, as_of)
+            commitments = reserved + plans.get((itype, region), [])
             zones: list[str | None] = list(zones_by_type.get(itype, [])) or [None]
             for zone in zones:
                 spot_price = spot.get((itype, zone)) if zone else None
@@ -243,9 +255,18 @@ def aws_offers(payloads: dict[str, Any], as_of: datetime) -> list[Offer]:
                         interconnect=gpu_spec(gpu).interconnect if count > 1 else None,
                         source=_source_label(on_demand, spot_price),
                         as_of=as_of,
+                        commitments=commitments + _blocks_in(blocks, itype, region, zone),
                     )
                 )
     return offers
+
+
+def _blocks_in(
+    blocks: dict[tuple[str, str], list[Commitment]], itype: str, region: str, zone: str | None
+) -> list:
+    """Capacity blocks of ``itype`` in ``zone``, or in any zone of ``region`` for a region-wide offer."""
+    return [c for (t, z), cs in sorted(blocks.items(), key=lambda kv: kv[0])
+            if t == itype and (z == zone if zone else z.startswith(region)) for c in cs]
 
 
 def _source_label(on_demand: float | None, spot: float | None) -> str:
@@ -269,10 +290,16 @@ class AwsSource:
         regions: Iterable[str],
         pricing_client: Any,
         ec2_client_for: Callable[[str], Any],
+        savingsplans_client: Any = None,
+        capacity_blocks: bool = False,
     ) -> None:
         self.regions = tuple(regions)
         self.pricing_client = pricing_client
         self.ec2_client_for = ec2_client_for
+        # None: Savings Plans rates are not asked for (reserved terms still come with products).
+        self.savingsplans_client = savingsplans_client
+        # Off by default for callers that build the source by hand (moto serves no such call).
+        self.capacity_blocks = capacity_blocks
 
     @classmethod
     def from_settings(cls, settings: SourceSettings) -> AwsSource:
@@ -288,6 +315,9 @@ class AwsSource:
             settings.aws_regions,
             session.client("pricing", region_name=PRICING_ENDPOINT_REGION, config=config),
             lambda region: session.client("ec2", region_name=region, config=config),
+            # The Savings Plans API is global, served from us-east-1.
+            session.client("savingsplans", region_name="us-east-1", config=config),
+            capacity_blocks=True,
         )
 
     def _products(self, region: str) -> list[str]:
@@ -336,25 +366,80 @@ class AwsSource:
             out.extend(_jsonable(r) for r in page.get("SpotPriceHistory", []))
         return out
 
+    def _savings_plan_rates(self, region: str, instance_types: list[str]) -> list[dict[str, Any]]:
+        if self.savingsplans_client is None or not instance_types:
+            return []
+        out: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "products": ["EC2"],
+            "serviceCodes": ["AmazonEC2"],
+            "operations": ["RunInstances"],
+            "filters": [
+                {"name": "region", "values": [region]},
+                {"name": "instanceType", "values": instance_types},
+                {"name": "productDescription", "values": ["Linux/UNIX"]},
+                {"name": "tenancy", "values": ["shared"]},
+            ],
+            "maxResults": 1000,
+        }
+        while True:
+            page = self.savingsplans_client.describe_savings_plans_offering_rates(**kwargs)
+            out.extend(page.get("searchResults", []))
+            token = page.get("nextToken")
+            if not token:
+                return out
+            kwargs["nextToken"] = token
+
+    def _capacity_blocks(self, ec2: Any, instance_types: list[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if not self.capacity_blocks:
+            return out
+        for itype in instance_types:
+            if not CAPACITY_BLOCK_TYPES.match(itype):
+                continue
+            # One instance for one day: the shortest block, priced like the longer ones per hour.
+            page = ec2.describe_capacity_block_offerings(
+                InstanceType=itype, InstanceCount=1, CapacityDurationHours=24
+            )
+            out.extend(_jsonable(o) for o in page.get("CapacityBlockOfferings", []))
+        return out
+
+    def _optional(self, what: str, call: Callable[[], list[dict[str, Any]]], errors: list[str]) -> list[dict[str, Any]]:
+        """Commitment prices are extras: without permission for them, keep on-demand and spot."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return call()
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning("aws %s skipped: %s", what, exc)
+            errors.append(f"{what}: {_provider_error(exc).reason}")
+            return []
+
     def fetch(self) -> RawSnapshot:
         from botocore.exceptions import BotoCoreError, ClientError
 
         now = datetime.now(UTC)
         regions: dict[str, Any] = {}
+        errors: list[str] = []
         try:
             for region in self.regions:
                 ec2 = self.ec2_client_for(region)
                 described = self._instance_types(ec2)
+                types = sorted(d["InstanceType"] for d in described)
                 regions[region] = {
                     "products": self._products(region),
                     "instance_types": described,
-                    "spot_history": self._spot_history(
-                        ec2, sorted(d["InstanceType"] for d in described), now
+                    "spot_history": self._spot_history(ec2, types, now),
+                    "savings_plan_rates": self._optional(
+                        "savings plan rates", lambda: self._savings_plan_rates(region, types), errors
+                    ),
+                    "capacity_blocks": self._optional(
+                        "capacity blocks", lambda: self._capacity_blocks(ec2, types), errors
                     ),
                 }
         except (ClientError, BotoCoreError) as exc:
             raise _provider_error(exc) from exc
-        return RawSnapshot("aws", now, {"regions": regions})
+        return RawSnapshot("aws", now, {"regions": regions, "commitment_errors": errors})
 
     def parse(self, raw: RawSnapshot) -> list[Offer]:
         return aws_offers(raw.payloads, raw.fetched_at)

@@ -6,7 +6,9 @@
 - ``curated_offers.csv``: rows from other public sources, each citing it (Alibaba ECS list prices,
   Google Colab subscriptions as an effective hourly price);
 - ``autodl/``: AutoDL-style Chinese rentals, the newest file;
-- ``parts.csv`` + ``builds.yaml``: local builds, through the same code as their adapters.
+- ``parts.csv`` + ``builds.yaml``: local builds, through the same code as their adapters;
+- ``commitments.csv.gz``: reserved terms and capacity blocks joined to the AWS offers of their
+  region and type (``pricing.snapshot.commitments``), each with its source and date.
 
 Non-USD prices convert at the bundled rate of each row's own date (``pricing.currency``).
 ``snapshot_id`` is a content hash of the data files: re-seeding the same data is idempotent.
@@ -28,6 +30,7 @@ from typing import Any
 from pricing.adapters.autodl import bundled_folder, newest_snapshot, offers_from_csv
 from pricing.adapters.local import all_builds, bundled_parts
 from pricing.currency import bundled_rates, convert_offers
+from pricing.snapshot.commitments import COMMITMENTS_FILE, attach_commitments, commitments_from_csv
 from optimizer.offer import LocalBuild, Offer, Part
 
 SNAPSHOT_COLUMNS = [
@@ -116,6 +119,8 @@ def load_bundled() -> BundledSnapshot:
     autodl_file = newest_snapshot(bundled_folder())
     offers += offers_from_csv(autodl_file.read_text(encoding="utf-8"), autodl_file.name)
     offers = convert_offers(offers, bundled_rates())
+    commitments_text = gzip.decompress(data.joinpath(COMMITMENTS_FILE).read_bytes()).decode("utf-8")
+    offers = attach_commitments(offers, commitments_from_csv(commitments_text))
     parts = list(bundled_parts())
     builds = all_builds(parts, data.joinpath("builds.yaml").read_text("utf-8"))
     as_of: dict[str, datetime] = {}

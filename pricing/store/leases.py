@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection, delete, select, update
 
 from optimizer.errors import StoreError
+from pricing.store.db_clock import db_now
 from pricing.store.rows import _leases
 
 # The lease a price refresh runs under (``pricing.refresh``); status reads it too.
@@ -38,24 +39,33 @@ class LeaseInfo:
     acquired_at: datetime | None
     heartbeat_at: datetime | None
     expires_at: datetime
+    # The database's time when the row was read: what ``alive()`` judges by (not this process's).
+    read_at: datetime | None = None
 
     def alive(self, now: datetime | None = None) -> bool:
-        return self.expires_at > (now or datetime.now(UTC))
+        return _aware(self.expires_at) > (now or self.read_at or datetime.now(UTC))
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes for what was stored as UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class Leases:
     """Lease queries of ``PriceStore``."""
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
-        """Take (or renew) the lease ``name`` for ``ttl_s`` seconds; False while another holds it."""
-        now = datetime.now(UTC)
-        expires = now + timedelta(seconds=ttl_s)
+        """Take (or renew) the lease ``name`` for ``ttl_s`` seconds; False while another holds it.
+
+        Every time is the database's (``db_now``), so replicas with skewed clocks agree."""
         # A read first: a live lease of someone else is the common answer, and on SQLite a write
         # would queue behind the holder's own write transaction (WAL readers never wait).
         current = self.lease_info(name)
-        if current is not None and current.holder != holder and current.alive(now):
+        if current is not None and current.holder != holder and current.alive():
             return False
         with self._write() as conn:
+            now = db_now(conn)
+            expires = now + timedelta(seconds=ttl_s)
             inserted = conn.execute(
                 self._upsert(conn, _leases)
                 .values(name=name, holder=holder, expires_at=expires, acquired_at=now, heartbeat_at=now)
@@ -84,8 +94,8 @@ class Leases:
 
         A lease past its expiry that nobody took over is still the holder's (on SQLite its own long
         write transaction can hold off the heartbeat); a take-over changes the holder."""
-        now = datetime.now(UTC)
         with self._write() as conn:
+            now = db_now(conn)
             renewed = conn.execute(
                 update(_leases)
                 .where(_leases.c.name == name, _leases.c.holder == holder)
@@ -101,11 +111,12 @@ class Leases:
         """The lease row, live or expired (an expired one is what a dead holder left behind)."""
         with self._read() as conn:
             row = conn.execute(select(_leases).where(_leases.c.name == name)).first()
+            read_at = db_now(conn)
         if row is None:
             return None
         return LeaseInfo(
             name=row.name, holder=row.holder, acquired_at=row.acquired_at,
-            heartbeat_at=row.heartbeat_at, expires_at=row.expires_at,
+            heartbeat_at=row.heartbeat_at, expires_at=row.expires_at, read_at=read_at,
         )
 
     def lease_holder(self, name: str) -> str | None:

@@ -13,11 +13,11 @@ from pydantic.fields import FieldInfo
 from sqlalchemy import select
 
 from optimizer.errors import InvalidInput
-from optimizer.estimator.gpus import canonical_gpu
+from optimizer.estimator.gpus import gpu_family
 from optimizer.offer import LocalBuild, Offer
 from pricing.price_view import PriceView
 from pricing.store.peek import CURRENT_SQL, Current, currents_from, snapshot_key
-from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers
+from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers, commitments_from_row
 
 
 def _did_you_mean(name: str, choices: Sequence[str]) -> str:
@@ -143,7 +143,11 @@ class Reads:
         build = _offer_builder()
         with self._read() as conn:
             # Rows were validated as Offer on the way in; constructing skips a second validation.
-            return [build(row._asdict()) for row in conn.execute(stmt)]
+            offers = [build(row._asdict()) for row in conn.execute(stmt)]
+        for o in offers:
+            # JSON column -> models; NULL (no commitments) -> [] (the few with terms cost little).
+            o.__dict__["commitments"] = commitments_from_row(o.__dict__.get("commitments"))
+        return offers
 
     def offers(
         self,
@@ -159,7 +163,7 @@ class Reads:
 
         Offers without the price being ranked on are left out.
         """
-        want_gpu = canonical_gpu(gpu) if gpu else None
+        want_gpus = set(gpu_family(gpu)) if gpu else None  # "H100": its SXM and PCIe boards
         want_providers = {p.strip().lower() for p in providers} if providers else None
         want_regions = {r.strip().lower() for r in regions} if regions else None
 
@@ -170,7 +174,7 @@ class Reads:
             o
             for o in self.all_offers()
             if (p := price(o)) is not None
-            and (want_gpu is None or o.gpu == want_gpu)
+            and (want_gpus is None or o.gpu in want_gpus)
             and (gpu_count is None or o.gpu_count == gpu_count)
             and (want_providers is None or o.provider in want_providers)
             and (want_regions is None or o.region.lower() in want_regions)

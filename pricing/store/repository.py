@@ -24,9 +24,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from optimizer.errors import StoreError
+from optimizer.errors import InvalidInput, StoreError
 from optimizer.offer import LocalBuild, Offer
 from pricing.store.health import Health, plain_error
 from pricing.store.history import History
@@ -80,16 +80,26 @@ def open_store(db_url: str | None = None, *, seed: SeedLoader | None = None) -> 
     the bundled snapshot on first use; ``seed`` replaces that loader (tests).
     """
     url = db_url or default_db_url()
-    path = _sqlite_file(url)
+    try:
+        path = _sqlite_file(url)
+    except ArgumentError:
+        raise InvalidInput("GPUCOST_DB_URL", _NOT_A_URL) from None
     with _creation_lock(path):
         if path is not None:
             _refuse_empty_file(path)
         try:
             engine = _engine_for(url)
             migrate(engine)
+        except ArgumentError as exc:  # an unknown back end ("foo://") is the URL's fault too
+            raise InvalidInput("GPUCOST_DB_URL", f"{_NOT_A_URL} ({plain_error(exc)})") from None
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open the price store: {plain_error(exc)}") from exc
     return PriceStore(engine, seed=seed)
+
+
+# The URL itself is not repeated: it may hold a password.
+_NOT_A_URL = ("not a database URL the store can use; e.g. sqlite:////var/lib/gpucost/prices.sqlite or "
+              "postgresql+psycopg://user@host/gpucost")
 
 
 def _sqlite_file(url: str) -> Path | None:

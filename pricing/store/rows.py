@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from optimizer.offer import LocalBuild, Offer
+from optimizer.offer import Commitment, LocalBuild, Offer
 from pricing.store.schema import (
     LeaseRow,
     LocalBuildRow,
@@ -59,5 +59,13 @@ def _build_row(snapshot_id: int, build: LocalBuild) -> dict[str, Any]:
 
 def _offer_row(snapshot_id: int, offer: Offer) -> dict[str, Any]:
     row = {name: getattr(offer, name) for name in _OFFER_FIELDS}
+    if "commitments" in row:
+        # Most offers have none: NULL keeps their rows as small as before the column existed.
+        row["commitments"] = [c.model_dump(mode="json") for c in offer.commitments] or None
     row["snapshot_id"] = snapshot_id
     return row
+
+
+def commitments_from_row(value: list[dict[str, Any]] | None) -> list[Commitment]:
+    """The stored JSON of ``offers.commitments`` as models (validated: it is JSON, not a model)."""
+    return [Commitment.model_validate(c) for c in value] if value else []

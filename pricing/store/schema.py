@@ -122,6 +122,8 @@ class OfferRow(Base):
     interconnect: Mapped[str | None] = mapped_column(String(32))
     source: Mapped[str] = mapped_column(Text, nullable=False)
     as_of: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    # Offer.commitments as dumped JSON (migration 0006); NULL on rows stored before it: none.
+    commitments: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
 
 class LocalBuildRow(Base):
@@ -183,3 +185,111 @@ class StoreMetaRow(Base):
 
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(String(500), nullable=False)
+
+
+class MeasurementRow(Base):
+    """One measured recipe on one device (``optimizer.measurement.Measurement``; issue 21). The
+    whole record is kept as JSON; the columns are what lists and look-ups select on."""
+
+    __tablename__ = "measurements"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    gpu_count: Mapped[int] = mapped_column(Integer, nullable=False)
+    source: Mapped[str] = mapped_column(String(32), nullable=False)
+    fits: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    measured_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+
+
+class PlannedRunRow(Base):
+    """A run as quoted (``optimizer.runs.PlannedRun``; issue 25): the option as JSON, the columns
+    what lists, matching and calibration select on."""
+
+    __tablename__ = "planned_runs"
+
+    run_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    team: Mapped[str | None] = mapped_column(String(100), index=True)
+    job: Mapped[str | None] = mapped_column(String(200))
+    provider: Mapped[str] = mapped_column(String(64), nullable=False)
+    gpu: Mapped[str] = mapped_column(String(64), nullable=False)
+    quoted_usd: Mapped[float] = mapped_column(Float, nullable=False)
+    quoted_hours: Mapped[float] = mapped_column(Float, nullable=False)
+    snapshot_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+
+
+class BillImportRow(Base):
+    """One bill file read in whole; the same file (by SHA-256) is taken once."""
+
+    __tablename__ = "bill_imports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    file_sha256: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    format: Mapped[str] = mapped_column(String(16), nullable=False)
+    imported_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    lines: Mapped[int] = mapped_column(Integer, nullable=False)
+    # Decimal text: sums stay exact to the cent on every back end.
+    billed_total: Mapped[str] = mapped_column(String(40), nullable=False)
+    effective_total: Mapped[str] = mapped_column(String(40), nullable=False)
+
+
+class BillLineRow(Base):
+    """One bill line, with the run it was matched to at import (NULL: unmatched spend)."""
+
+    __tablename__ = "bill_lines"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    import_id: Mapped[int] = mapped_column(
+        ForeignKey("bill_imports.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    row: Mapped[int] = mapped_column(Integer, nullable=False)
+    run_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    matched_by: Mapped[str | None] = mapped_column(String(16))
+    provider: Mapped[str] = mapped_column(String(64), nullable=False)
+    category: Mapped[str] = mapped_column(String(16), nullable=False)
+    charge_start: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    charge_end: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+    billed: Mapped[str] = mapped_column(String(40), nullable=False)
+    effective: Mapped[str] = mapped_column(String(40), nullable=False)
+    hours: Mapped[float] = mapped_column(Float, nullable=False)
+    hours_per: Mapped[str] = mapped_column(String(8), nullable=False)
+    resource_id: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    service: Mapped[str] = mapped_column(Text, nullable=False)
+    description: Mapped[str] = mapped_column(Text, nullable=False)
+    charge_category: Mapped[str] = mapped_column(String(64), nullable=False)
+    covered: Mapped[bool] = mapped_column(Boolean, nullable=False)
+
+
+class BillCalibrationRow(Base):
+    """Factors learnt from every reconciled run, per provider and GPU (rewritten at each import)."""
+
+    __tablename__ = "bill_calibration"
+
+    provider: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu: Mapped[str] = mapped_column(String(64), primary_key=True)
+    hours_factor: Mapped[float] = mapped_column(Float, nullable=False)
+    rate_factor: Mapped[float] = mapped_column(Float, nullable=False)
+    runs: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+
+
+class QuotaRow(Base):
+    """One account limit (issue 24): an AWS Service Quotas code (vCPUs) or a GCP quota metric
+    (GPUs) in one region ("global" for project-wide), as the last ``gpucost quotas refresh`` read it."""
+
+    __tablename__ = "quotas"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    provider: Mapped[str] = mapped_column(String(64), nullable=False)
+    region: Mapped[str] = mapped_column(String(128), nullable=False)
+    code: Mapped[str] = mapped_column(String(128), nullable=False)
+    quota_limit: Mapped[float] = mapped_column(Float, nullable=False)
+    name: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    fetched_at: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
+
+    __table_args__ = (Index("uq_quotas_provider_region_code", "provider", "region", "code", unique=True),)

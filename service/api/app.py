@@ -17,8 +17,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
 from pricing.refresh import RefreshBusy
 from service.api.answer_cache import AnswerCache
+from service.api.deps import get_store_for
 from service.api.limits import Limits, WorkStopped
+from service.api.metrics import install_collectors, route_template
 from service.api.middleware import GuardMiddleware
+from service.api.redact import without_paths
+from service.api.store_check import StoreCheck
 from service.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -34,6 +38,9 @@ ROUTE_MODULES = (
     "plan",
     "recommend",
     "frontier",
+    "runs",
+    "quotas",
+    "measurements",
     "web",
 )
 
@@ -70,7 +77,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ProviderError)
     async def _provider(_: Request, exc: ProviderError) -> JSONResponse:
-        return JSONResponse(status_code=502, content={"detail": str(exc), "provider": exc.provider})
+        return JSONResponse(status_code=502, content={"detail": without_paths(str(exc)), "provider": exc.provider})
 
     @app.exception_handler(RefreshBusy)
     async def _busy(_: Request, exc: RefreshBusy) -> JSONResponse:
@@ -78,7 +85,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": str(exc)})
+        # Anonymous callers learn what is wrong, not where the server keeps its files.
+        return JSONResponse(status_code=503, content={"detail": without_paths(str(exc))})
 
     @app.exception_handler(WorkStopped)
     async def _stopped(_: Request, exc: WorkStopped) -> JSONResponse:
@@ -87,13 +95,19 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GpucostError)
     async def _other(_: Request, exc: GpucostError) -> JSONResponse:
         logger.exception("unhandled gpucost error")
-        return JSONResponse(status_code=500, content={"detail": str(exc)})
+        return JSONResponse(status_code=500, content={"detail": without_paths(str(exc))})
 
 
 def _install_metrics(app: FastAPI) -> Any:
     """Prometheus counters for the app; returns the observer the guard middleware calls."""
     # One registry per app: tests build many apps in one process.
     registry = CollectorRegistry()
+
+    def prices_as_of() -> Any:
+        store = app.state.store  # only a store already open: a scrape does not open or seed one
+        return None if store is None else store.prices_as_of()
+
+    install_collectors(registry, prices_as_of)
     requests = Counter(
         "gpucost_http_requests_total", "HTTP requests", ["method", "route", "status"], registry=registry
     )
@@ -193,7 +207,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def store_version() -> str | None:
         store = app.state.store
-        return None if store is None else str(store.snapshot_id())
+        if store is None:
+            return None
+        from pricing.store.runs import version
+
+        from pricing.store.measurements import measurements_version
+
+        # Quotes also read the factors learnt from bills: a new import or run is a new version;
+        # and the stored measurements (optimizer.measured): adding or removing one is one too.
+        return f"{store.snapshot_id()}|{version(store)}|{measurements_version(store)}"
 
     app.state.solve_pool = _solve_pool(settings)
 
@@ -205,6 +227,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.guard_options = {
         "limits": app.state.limits, "max_body_bytes": settings.max_body_bytes, "observe": observe,
         "cache": app.state.answer_cache, "store_version": store_version, "solve_pool": solve_pool,
+        "store_check": StoreCheck(lambda: get_store_for(app)),
+        "route_of": lambda scope: route_template(app.router.routes, scope),
     }
     for name in ROUTE_MODULES:
         module = importlib.import_module(f"service.api.routes.{name}")

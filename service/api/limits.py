@@ -132,6 +132,8 @@ class Lane:
         self._sem: asyncio.Semaphore | None = None
         # Smoothed service time, for an honest Retry-After.
         self._mean_s = 1.0
+        # When each running request got its worker (by its ticket).
+        self._started: dict[int, float] = {}
 
     def _semaphore(self) -> asyncio.Semaphore:
         # Made on first use, inside the server's event loop (asyncio is imported there: a CLI
@@ -142,16 +144,40 @@ class Lane:
             self._sem = asyncio.Semaphore(self.workers)
         return self._sem
 
+    def service_s(self) -> float:
+        """What one request takes here: the smoothed time of those that finished, or longer
+        while the running ones have already been at it longer (a stuck lane says so)."""
+        now = time.monotonic()
+        ages = [now - t for t in self._started.values()]
+        return max(self._mean_s, sum(ages) / len(ages)) if ages else self._mean_s
+
+    def expected_wait_s(self) -> float:
+        """How long a request arriving now would wait for a worker."""
+        if self.running + self.waiting < self.workers:
+            return 0.0
+        return self.service_s() * (self.running + self.waiting + 1 - self.workers) / self.workers
+
     def retry_after_s(self) -> int:
         backlog = self.running + self.waiting + 1
-        return max(1, math.ceil(self._mean_s * backlog / self.workers))
+        return max(1, math.ceil(self.service_s() * backlog / self.workers))
+
+    def refusal(self, remaining_s: float) -> WorkRefused | None:
+        """Why a request with ``remaining_s`` left would be refused now; None if it may wait."""
+        if self.running >= self.workers and self.waiting >= self.queue:
+            return WorkRefused(self.name, self.retry_after_s())
+        # Shed now rather than after a wait that cannot end in time: a request whose expected
+        # queue wait already exceeds its whole time limit would only be refused at its deadline.
+        if self.expected_wait_s() >= remaining_s:
+            return WorkRefused(self.name, self.retry_after_s())
+        return None
 
     async def acquire(self, ticket: Ticket) -> None:
         import asyncio
 
         sem = self._semaphore()
-        if self.running >= self.workers and self.waiting >= self.queue:
-            raise WorkRefused(self.name, self.retry_after_s())
+        refused = self.refusal(ticket.remaining_s())
+        if refused is not None:
+            raise refused
         self.waiting += 1
         try:
             await asyncio.wait_for(sem.acquire(), timeout=max(0.0, ticket.remaining_s()))
@@ -160,11 +186,41 @@ class Lane:
         finally:
             self.waiting -= 1
         self.running += 1
+        self._started[id(ticket)] = time.monotonic()
 
-    def release(self, seconds: float) -> None:
+    def release(self, seconds: float, ticket: Ticket | None = None) -> None:
         self.running -= 1
+        if ticket is not None:
+            self._started.pop(id(ticket), None)
         self._mean_s = 0.8 * self._mean_s + 0.2 * seconds
         self._semaphore().release()
+
+
+class ClientLimit:
+    """At most ``most`` expensive requests in flight (running or queued) per client address, so
+    one caller's flood fills its own share and not every lane (0: no limit)."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.in_flight: dict[str, int] = {}
+
+    def enter(self, client: str) -> bool:
+        if self.most <= 0:
+            return True
+        count = self.in_flight.get(client, 0)
+        if count >= self.most:
+            return False
+        self.in_flight[client] = count + 1
+        return True
+
+    def leave(self, client: str) -> None:
+        if self.most <= 0:
+            return
+        count = self.in_flight.get(client, 0) - 1
+        if count > 0:
+            self.in_flight[client] = count
+        else:
+            self.in_flight.pop(client, None)
 
 
 @dataclass(frozen=True)
@@ -174,6 +230,7 @@ class Limits:
     lanes: dict[str, Lane]
     routes: dict[str, str]
     time_limit_s: float
+    clients: ClientLimit = field(default_factory=lambda: ClientLimit(0))
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -184,7 +241,8 @@ class Limits:
             "/v1/quote": "quote", "/v1/breakeven": "quote", "/v1/estimate": "quote",
         }
         return cls(lanes={"solve": solve, "quote": quote}, routes=routes,
-                   time_limit_s=settings.request_time_limit_s)
+                   time_limit_s=settings.request_time_limit_s,
+                   clients=ClientLimit(getattr(settings, "max_requests_per_client", 0)))
 
     def lane_for(self, method: str, path: str) -> Lane | None:
         if method != "POST":

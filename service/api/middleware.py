@@ -15,12 +15,13 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import anyio
 
 from service.api.answer_cache import CACHED_PATHS, AnswerCache
 from service.api.limits import Limits, Ticket, WorkRefused, reset_ticket, set_ticket
+from service.api.security_headers import with_security_headers
+from service.api.store_check import PRICED_PATHS, UNSET, StoreCheck
 from service.api.workers import SolvePool, reset_pool, use_pool
 from service.logs import request_id_var
 
@@ -31,6 +32,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 1_000_000
+# A request about to be refused may still get an answer from the cache, if the prices' version
+# was read this recently (no thread is waited for to read it again).
+FRESH_VERSION_S = 1.0
 # A caller's id is echoed only when it is a plain token; anything else gets a fresh one, so a
 # header cannot smuggle newlines or markup into logs.
 _ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
@@ -73,7 +77,11 @@ class GuardMiddleware:
         cache: AnswerCache | None = None,
         store_version: Callable[[], str | None] | None = None,
         solve_pool: Callable[[], SolvePool | None] | None = None,
+        store_check: StoreCheck | None = None,
+        route_of: Callable[[Scope], str] | None = None,
     ) -> None:
+        self.store_check = store_check
+        self.route_of = route_of
         self.solve_pool = solve_pool
         self.app = app
         self.limits = limits
@@ -81,6 +89,10 @@ class GuardMiddleware:
         self.observe = observe
         self.cache = cache
         self.store_version = store_version
+        self._version_task: asyncio.Future[str | None] | None = None
+        self._version_seen: str | None = None
+        self._version_at = -1e18
+        self._version_thread = ThreadPoolExecutor(1, thread_name_prefix="gpucost-version")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -96,7 +108,7 @@ class GuardMiddleware:
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
-                message = {**message, "headers": [*message.get("headers", ()), id_header]}
+                message = {**message, "headers": [*with_security_headers(message, scope["path"]), id_header]}
             await send(message)
 
         try:
@@ -104,7 +116,9 @@ class GuardMiddleware:
         finally:
             seconds = time.perf_counter() - started
             route = scope.get("route")
-            path = getattr(route, "path", "unmatched")
+            # Answers given here (the cache, 429, 413) and routes FastAPI adds itself
+            # (/openapi.json) carry no route: find its template rather than say "unmatched".
+            path = getattr(route, "path", None) or (self.route_of(scope) if self.route_of else "unmatched")
             if self.observe is not None:
                 self.observe(scope["method"], path, status[0], seconds)
             if access_log.isEnabledFor(logging.INFO):
@@ -146,25 +160,95 @@ class GuardMiddleware:
                     break
             body = b"".join(chunks)
 
-        if self.cache is not None and scope["method"] == "POST" and scope["path"] in CACHED_PATHS:
-            version = await anyio.to_thread.run_sync(self._version)
-            if version is not None:
-                key = self.cache.key(
-                    scope["path"], scope.get("query_string", b""), _header(scope, b"accept") or b"", body, version
-                )
-                hit = self.cache.get(key)
-                if hit is not None:
-                    await send({"type": "http.response.start", "status": hit.status,
-                                "headers": [*hit.headers, (b"x-answer-cache", b"hit")]})
-                    await send({"type": "http.response.body", "body": hit.body})
-                    return
-                send = self._remembering(send, key)
+        if self.store_check is not None and scope["method"] == "POST" and scope["path"] in PRICED_PATHS:
+            problem = await self._store_problem()
+            if problem:
+                # Said, not answered from half the rows; /readyz gives the same reason.
+                await _reply(send, 503, f"no answer from a damaged store: {problem}")
+                return
 
         lane = self.limits.lane_for(scope["method"], scope["path"])
+        cacheable = self.cache is not None and scope["method"] == "POST" and scope["path"] in CACHED_PATHS
+        refusal = self._refusal(lane, scope) if lane is not None else None
+        if refusal is not None:
+            # Refused at once, without waiting for a thread: only an answer already cached under
+            # a version read in the last moment is still given.
+            if cacheable and await self._send_cached(scope, body, send, self._fresh_version()):
+                return
+            status, detail, retry_after = refusal
+            await _reply(send, status, detail, [(b"retry-after", str(retry_after).encode())])
+            return
+
+        if cacheable:
+            version = await self._recent_version()
+            if await self._send_cached(scope, body, send, version):
+                return
+            if version is not None:
+                send = self._remembering(send, self._cache_key(scope, body, version))
+
         if lane is None:
             await self.app(scope, _replay(body, receive) if has_body else receive, send)
             return
         await self._admitted(lane, scope, body, receive, send)
+
+    def _refusal(self, lane: Any, scope: Scope) -> tuple[int, str, int] | None:
+        """(429, why, Retry-After) when this request would be refused: its client has its share
+        in flight, or the lane is full (or would make it wait past its whole time limit)."""
+        clients = self.limits.clients
+        if clients.most > 0 and clients.in_flight.get(_client_of(scope), 0) >= clients.most:
+            return (429, f"too many requests from this client: at most {clients.most} may run or wait at once",
+                    lane.retry_after_s())
+        refused = lane.refusal(self.limits.time_limit_s)
+        if refused is not None:
+            return 429, str(refused), refused.retry_after_s
+        return None
+
+    def _cache_key(self, scope: Scope, body: bytes, version: str) -> str:
+        assert self.cache is not None
+        return self.cache.key(scope["path"], scope.get("query_string", b""), _header(scope, b"accept") or b"", body,
+                              version)
+
+    async def _send_cached(self, scope: Scope, body: bytes, send: Send, version: str | None) -> bool:
+        if version is None or self.cache is None:
+            return False
+        hit = self.cache.get(self._cache_key(scope, body, version))
+        if hit is None:
+            return False
+        await send({"type": "http.response.start", "status": hit.status,
+                    "headers": [*hit.headers, (b"x-answer-cache", b"hit")]})
+        await send({"type": "http.response.body", "body": hit.body})
+        return True
+
+    def _fresh_version(self) -> str | None:
+        """The prices' version if it was read within ``FRESH_VERSION_S``; else None (no cache)."""
+        if time.monotonic() - self._version_at <= FRESH_VERSION_S:
+            return self._version_seen
+        return None
+
+    async def _store_problem(self) -> str | None:
+        check = self.store_check
+        assert check is not None
+        seen = check.cached()
+        if seen is not UNSET:
+            return seen  # type: ignore[no-any-return]
+        return await asyncio.get_running_loop().run_in_executor(self._version_thread, check.check)
+
+    async def _recent_version(self) -> str | None:
+        """The prices' version, for the answer cache's key. Requests that arrive while a read is
+        under way share it, and the read runs on a thread of its own: under a burst each request
+        would otherwise wait for a pool thread (behind the busy ones) before it is even admitted
+        or refused, and 429s would take seconds to arrive."""
+        task = self._version_task
+        if task is None:
+            loop = asyncio.get_running_loop()
+            task = self._version_task = loop.run_in_executor(self._version_thread, self._version)
+        try:
+            version = await asyncio.shield(task)
+        finally:
+            if self._version_task is task and task.done():
+                self._version_task = None
+        self._version_seen, self._version_at = version, time.monotonic()
+        return version
 
     def _version(self) -> str | None:
         """The prices' version, when the store is open and answers; None turns the cache off."""
@@ -205,6 +289,15 @@ class GuardMiddleware:
                     gone.set()
                     return
 
+        client = _client_of(scope)
+        clients = self.limits.clients
+        if not clients.enter(client):
+            await _reply(
+                send, 429,
+                f"too many requests from this client: at most {clients.most} may run or wait at once",
+                [(b"retry-after", str(lane.retry_after_s()).encode())],
+            )
+            return
         watcher = asyncio.create_task(watch())
         try:
             try:
@@ -224,9 +317,14 @@ class GuardMiddleware:
                     reset_pool(pooled)
                     reset_ticket(reset)
             finally:
-                lane.release(time.monotonic() - begun)
+                lane.release(time.monotonic() - begun, ticket)
         finally:
             watcher.cancel()
+            clients.leave(client)
+
+
+def _client_of(scope: Scope) -> str:
+    return str((scope.get("client") or ("unknown", 0))[0])
 
 
 def _replay(body: bytes, receive: Receive | None, gone: asyncio.Event | None = None) -> Receive:

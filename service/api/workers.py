@@ -13,6 +13,7 @@ handed the app); otherwise the request runs on its thread as before.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import importlib
 import multiprocessing
@@ -22,6 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from service.api.lifetime import stop_processes
 from service.api.limits import Ticket, WorkStopped, current_ticket, reset_ticket, set_ticket
 
 SLOTS = 256
@@ -54,6 +56,10 @@ class SolvePool:
         )
         self._free = list(range(SLOTS))
         self._lock = threading.Lock()
+        self._closed = False
+        # A server that exits without its lifespan's end (sys.exit, an unhandled error) still
+        # stops its workers; a server killed outright is covered by the workers' own watch.
+        atexit.register(self.close)
 
     def warm(self) -> None:
         """Start the workers and open their stores now, not on the first plan."""
@@ -61,7 +67,15 @@ class SolvePool:
             fut.result(timeout=300)
 
     def close(self) -> None:
+        """Stop the workers now, a solve in progress too: none may outlive the server."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)  # closed: nothing left for exit to do (nor to keep alive)
+        processes = list((getattr(self.executor, "_processes", None) or {}).values())
         self.executor.shutdown(wait=False, cancel_futures=True)
+        stop_processes(processes)
 
     def _slot(self) -> int:
         with self._lock:
@@ -122,7 +136,10 @@ _STATE: dict[str, Any] = {}
 
 
 def _init(settings_dump: dict[str, Any], flags: Any) -> None:
+    from service.api.lifetime import end_with_parent
     from service.settings import Settings
+
+    end_with_parent()
 
     _STATE["settings"] = Settings.model_validate(settings_dump)
     _STATE["flags"] = flags

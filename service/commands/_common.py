@@ -66,15 +66,11 @@ def parse_request(data: Any, model_cls: type[M], prefix: str = "") -> M:
         raise invalid_from_validation(exc, prefix) from None
 
 
-def read_json_file(path: Path, field: str = "request") -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput(field, f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(field, f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+def read_json_file(path: Path, field: str = "--request") -> Any:
+    """A JSON file (``-``: standard input); anything unreadable is an ``InvalidInput`` naming it."""
+    from service.commands.json_input import read_json
+
+    return read_json(path, field)
 
 
 def load_request(path: Path, model_cls: type[M]) -> M:

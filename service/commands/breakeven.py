@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from optimizer.breakeven import BreakevenResult
+from optimizer.errors import InvalidInput
 from service.answers import breakeven_answer
 from service.commands._common import console, emit, open_store_from_settings, output_mode, write_charts
 from service.commands.workload_flags import (
@@ -26,16 +27,16 @@ def render_breakeven(r: BreakevenResult) -> None:
     table = Table(title=f"Rent or buy at {r.runs_per_month:g} runs/month")
     for col in ("", "option", "hours/run", "cost/run", "up front"):
         table.add_column(col)
-    table.add_row("rent", f"{r.rent.provider}/{r.rent.region} {r.rent.instance_type} ({r.rent.gpu_count:g}x {r.rent.gpu})",
+    from service.render.labels import breakeven_phrase, region_label
+
+    table.add_row("rent", f"{r.rent.provider}/{region_label(r.rent.region)} {r.rent.instance_type} "
+                  f"({r.rent.gpu_count:g}x {r.rent.gpu})",
                   f"{r.rent.hours_per_run:,.2f}", f"${r.rent.cost_per_run_usd:,.2f}", "-")
     table.add_row("buy", f"{r.buy.machines} x {r.buy.build} ({r.buy.name})", f"{r.buy.hours_per_run:,.2f}",
                   f"${r.buy.energy_per_run_usd:,.2f} energy", f"${r.buy.capex_usd:,.0f} (resale ${r.buy.resale_usd:,.0f})")
     console.print(table)
-    if r.breakeven_runs is None:
-        console.print("[bold]break-even: never[/bold] (a rented run costs no more than the energy of an owned one)")
-    else:
-        life = "" if r.within_lifetime else f" [yellow](after the {r.buy.lifetime_months}-month life)[/yellow]"
-        console.print(f"[bold]break-even: {r.breakeven_runs} runs = {r.breakeven_months:.1f} months[/bold]{life}")
+    # The same words as the Markdown and the web page (service/render/labels.py).
+    console.print(f"[bold]break-even: {breakeven_phrase(r)}[/bold]")
     console.print(f"cheaper over {r.horizon_months} months: {r.cheaper_at_horizon}")
     sens = Table(title="Sensitivity")
     for col in ("parameter", "value", "break-even runs", "months"):
@@ -80,7 +81,16 @@ def register(app: typer.Typer) -> None:
              "horizon_months": horizon_months, "electricity_usd_per_kwh": flags.get("electricity_usd_per_kwh"),
              "electricity_region": flags.get("electricity_region")},
         )
-        result = breakeven_answer(req, open_store_from_settings())
+        try:
+            result = breakeven_answer(req, open_store_from_settings())
+        except InvalidInput as exc:
+            # A value given by flag is reported by its flag (--rent-gpu), not its request field.
+            given = {"rent.gpu": ("--rent-gpu", rent_gpu), "buy.gpu": ("--buy-gpu", buy_gpu),
+                     "buy.build": ("--buy-build", buy_build), "rent.instance_type": ("--rent-instance", rent_instance)}
+            flag, value = given.get(exc.field, (None, None))
+            if flag is None or value is None:
+                raise
+            raise InvalidInput(flag, exc.reason) from None
         if png or svg:
             from service.render.charts import breakeven_chart  # matplotlib: only when asked
 

@@ -42,6 +42,8 @@ def render_estimate(est: Estimate) -> None:
         lo, hi = est.range["total_per_gpu"]
         tlo, thi = est.range["tokens_per_second"]
         console.print(f"range: {lo:.1f}-{hi:.1f} GB per GPU · {tlo:,.0f}-{thi:,.0f} tokens/s")
+    if est.basis != "model":
+        console.print(f"basis: [bold]{est.basis}[/bold] (measurement {est.measurement_id})")
     for warning in est.warnings:
         console.print(f"[red]warning:[/red] {warning}")
     for note in est.notes:
@@ -62,7 +64,11 @@ def register(app: typer.Typer) -> None:
         """Estimate peak VRAM per GPU, host needs, throughput and hours for one job on one GPU type."""
         mode = output_mode(as_json, markdown)
         req = request_from(request, EstimateRequest, workload_fields(flags), {"gpu": gpu, "gpu_count": gpus})
-        result = estimate_answer(req)
+        from service.measurements import measurements_at
+        from service.settings import get_settings
+
+        # Stored measurements of this recipe replace or scale the model's figures (basis).
+        result = estimate_answer(req, measurements_at(get_settings().db_url))
         if mode == "markdown":
             from service.render.markdown import estimate_markdown
 

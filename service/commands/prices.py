@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,13 +28,17 @@ def _offers_table(doc: dict[str, Any]) -> None:
         console.print("no matching offers")
         return
     table = Table(title=f"{len(offers)} offers, cheapest first")
-    for col in ("provider", "region", "instance type", "GPUs", "$/h", "spot $/h", "as of"):
+    for col in ("provider", "region", "instance type", "GPUs", "$/h", "spot $/h", "committed $/h", "as of"):
         table.add_column(col, justify="right" if "$" in col else "left", no_wrap=col in {"GPUs", "$/h"})
     for o in offers:
         where = f"{o['region']}/{o['zone']}" if o["zone"] else o["region"]
+        # The lowest effective rate of its commitments (terms in --json), with how many there are.
+        terms = o.get("commitments") or []
+        low = min((c["effective_hourly_usd"] for c in terms), default=None)
         table.add_row(
             o["provider"], where, o["instance_type"], f"{o['gpu_count']:g}x {o['gpu']}",
-            _money(o["price_hour"]), _money(o["spot_price_hour"]), str(o["as_of"])[:10],
+            _money(o["price_hour"]), _money(o["spot_price_hour"]),
+            f"{_money(low)} ({len(terms)})" if terms else "-", str(o["as_of"])[:10],
         )
     console.print(table)
 
@@ -185,7 +190,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Fetch prices from the providers' APIs (for cron or a Kubernetes CronJob)."""
-        from pricing.refresh import refresh_exclusive
+        from pricing.refresh import refresh_exclusive, refresh_summary, summary_line
         from service.api.routes.prices import RefreshResponse
         from service.settings import get_settings
 
@@ -199,8 +204,12 @@ def register(app: typer.Typer) -> None:
             results = refresh_exclusive(
                 store, settings, providers=parse_csv_list(provider), force=force, progress=_Bars(bars)
             )
-        emit(RefreshResponse(results=results), as_json, lambda d: _results_table(d.model_dump(mode="json")))
-        if any(r.status == "failed" for r in results):
+        doc = RefreshResponse(results=results)
+        emit(doc, as_json, lambda d: _results_table(d.model_dump(mode="json")))
+        summary = doc.summary or refresh_summary(results)
+        err_console.print(summary_line(summary), markup=False, highlight=False)
+        # Non-zero when a source failed, or when nothing asked for was refreshed (all skipped).
+        if summary.failed or summary.nothing_refreshed:
             raise typer.Exit(1)
 
     @prices.command("status")
@@ -257,7 +266,12 @@ def register(app: typer.Typer) -> None:
                 stamp = date.fromisoformat(as_of)
             except ValueError:
                 raise InvalidInput("as_of", f"{as_of!r} is not a date (YYYY-MM-DD)") from None
-        rows, report = load_skypilot_report(path, as_of=stamp)
+        try:
+            rows, report = load_skypilot_report(path, as_of=stamp)
+        except UnicodeDecodeError:
+            raise InvalidInput("path", f"{path} is not UTF-8 text: is it a SkyPilot vms.csv?") from None
+        except (csv.Error, ValueError) as exc:  # NUL bytes, a field over the csv module's limit
+            raise InvalidInput("path", f"{path} is not a readable CSV catalog: {str(exc)[:160]}") from None
         store = open_store_from_settings()
         infos = store_rows(store, "skypilot", rows, fetched_at=datetime.now(UTC), force=force)
         for info in infos:

@@ -44,7 +44,9 @@ def render_recommend(r: RecommendResult) -> None:
                           f"({rec.breakeven_months:.1f} months at {r.runs_per_month:g}/month)")
     if r.best_rental is not None:
         o = r.best_rental
-        console.print(f"best rental: {o.provider}/{o.region} {o.instance_type} ({o.gpus_per_node:g}x {o.gpu}): "
+        from service.render.labels import region_label
+
+        console.print(f"best rental: {o.provider}/{region_label(o.region)} {o.instance_type} ({o.gpus_per_node:g}x {o.gpu}): "
                       f"{o.hours:,.2f} h, ${o.cost_usd:,.2f} per run")
     for a in r.alternatives:
         console.print(f"  alternative {a.build_id}: ${a.price_usd:,.2f}, {a.hours_per_run:,.2f} h"

@@ -9,6 +9,7 @@ import typer
 from optimizer.errors import InvalidInput
 
 SWITCH_INTERVAL_S = 0.0005
+SHUTDOWN_GRACE_S = 10
 
 
 def register(app: typer.Typer) -> None:
@@ -47,4 +48,7 @@ def register(app: typer.Typer) -> None:
             log_config=logging_config(fmt, log_level.upper()), log_level=log_level.lower(),
             # Our middleware logs each request with its id and duration; uvicorn's line would repeat it.
             access_log=False,
+            # On SIGTERM/SIGINT, requests still running get this long; then the app's lifespan ends
+            # and stops the solve workers (service.api.lifetime), so none outlives the server.
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         )

@@ -23,11 +23,13 @@ from service.commands._common import build_workload, load_request, parse_csv_lis
 M = TypeVar("M", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
 
-RequestOpt = Annotated[Path | None, typer.Option("--request", "-r", help="request JSON file")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="preset name, e.g. llama-3-8b")]
+RequestOpt = Annotated[Path | None, typer.Option("--request", "-r", help="request JSON file (- reads standard input)")]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help='preset name, e.g. llama-3-8b, or dimensions as JSON {"params_b": ...}')
+]
 MethodOpt = Annotated[str | None, typer.Option("--method", help="full | lora | qlora")]
 PrecisionOpt = Annotated[
-    str | None, typer.Option("--precision", help="fp32 | tf32 | fp16 | bf16 | bf16-true")
+    str | None, typer.Option("--precision", help="auto (default) | fp32 | tf32 | fp16 | bf16 | bf16-true")
 ]
 OptimizerOpt = Annotated[
     str | None, typer.Option("--optimizer", help="adamw | adamw_8bit | adafactor | sgd")
@@ -89,6 +91,19 @@ KwhRegionOpt = Annotated[
     str | None,
     typer.Option("--electricity-region", help="electricity price of a region (us-average, us-iowa, cn-beijing ...)"),
 ]
+SafetyMarginOpt = Annotated[
+    float | None,
+    typer.Option("--safety-margin", min=0, max=0.89,
+                 help="share of each card's VRAM kept free (default: the estimate's range must fit)"),
+]
+SuspectOpt = Annotated[
+    bool | None,
+    typer.Option("--allow-suspect-prices/--no-suspect-prices", show_default=False,
+                 help="allow prices far from the provider's usual level or older than the age limit"),
+]
+EgressOpt = Annotated[
+    float | None, typer.Option("--egress-gb", min=0, max=1e7, help="GB leaving the cloud per run (egress is billed)")
+]
 
 # Parameter name (= the Workload field) -> its flag.
 WORKLOAD_FLAGS: dict[str, Any] = {
@@ -124,6 +139,9 @@ CONSTRAINT_FLAGS: dict[str, Any] = {
     "max_gpus": MaxGpusOpt,
     "electricity_usd_per_kwh": KwhOpt,
     "electricity_region": KwhRegionOpt,
+    "safety_margin": SafetyMarginOpt,
+    "allow_suspect_prices": SuspectOpt,
+    "egress_gb": EgressOpt,
 }
 CONSTRAINT_FIELDS = {
     "gpu": "gpus",
@@ -136,6 +154,9 @@ CONSTRAINT_FIELDS = {
     "max_gpus": "max_gpus",
     "electricity_usd_per_kwh": "electricity_usd_per_kwh",
     "electricity_region": "electricity_region",
+    "safety_margin": "safety_margin",
+    "allow_suspect_prices": "allow_suspect_prices",
+    "egress_gb": "egress_gb",
 }
 _LISTS = {"gpu", "provider", "region"}
 
@@ -186,6 +207,15 @@ def workload_fields(flags: Mapping[str, Any]) -> dict[str, Any]:
             fields["micro_batch_size"] = int(mbs)
         except ValueError:
             raise InvalidInput("--micro-batch-size", f"{mbs!r} is neither a whole number nor auto") from None
+    model = fields.get("model")
+    if isinstance(model, str) and model.lstrip().startswith("{"):
+        # Dimensions inline: --model '{"params_b": 0.1, "layers": 2, ...}' (as a request file's model).
+        import json
+
+        try:
+            fields["model"] = json.loads(model)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput("--model", f"not a preset name and not a JSON object: {exc.msg}") from None
     return fields
 
 

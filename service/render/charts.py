@@ -50,7 +50,8 @@ def breakeven_chart(r: BreakevenResult, fmt: ImageFormat = "png") -> bytes:
     ax.set_ylabel("cumulative cost, USD")
     ax.set_title(f"{r.runs_per_month:g} runs/month: renting vs buying")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    # Below the axes: inside, the legend sat on the rent line wherever it starts high (a dear rental).
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     return _bytes(fig, fmt)
 
 

@@ -12,8 +12,10 @@ from importlib import resources
 # The files the page is made of, with their media types. Listed, so nothing else is served.
 STATIC_FILES: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
+    "validate.js": "text/javascript; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 
 

@@ -25,7 +25,7 @@ TESTS = Path(__file__).parents[1]
 API = TESTS / "data" / "api"
 CATALOG = TESTS / "data" / "reference" / "skypilot-catalog"
 
-EXPECTED_SOURCES = {"aws", "gcp", "alibaba", "skypilot", "autodl", "local"}
+EXPECTED_SOURCES = {"aws", "gcp", "alibaba", "skypilot", "autodl", "local", "azure", "lambda", "runpod", "vast"}
 
 
 class OfferContract:
@@ -157,6 +157,63 @@ class TestAutodlContract(OfferContract):
         return source.parse(source.fetch())
 
 
+_BUILT_AT = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _built(name: str) -> dict:  # type: ignore[type-arg]
+    return json.loads((API / name).read_text())
+
+
+class TestAzureContract(OfferContract):
+    source_name = "azure"
+    providers = {"azure"}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def offers(cls) -> list[Offer]:
+        from pricing.adapters.azure import azure_offers
+
+        doc = _built("azure_retail_prices_eastus_built.json")
+        items = [i for page in doc["consumption_pages"] + doc["reservation_pages"] for i in page["Items"]]
+        return azure_offers({"items": items}, _BUILT_AT)
+
+
+class TestLambdaContract(OfferContract):
+    source_name = "lambda"
+    providers = {"lambda"}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def offers(cls) -> list[Offer]:
+        from pricing.adapters.lambda_cloud import lambda_offers
+
+        return lambda_offers({"instance_types": _built("lambda_instance_types_built.json")["response"]}, _BUILT_AT)
+
+
+class TestRunpodContract(OfferContract):
+    source_name = "runpod"
+    providers = {"runpod"}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def offers(cls) -> list[Offer]:
+        from pricing.adapters.runpod import runpod_offers
+
+        return runpod_offers({"gpu_types": _built("runpod_gpu_types_built.json")["response"]}, _BUILT_AT)
+
+
+class TestVastContract(OfferContract):
+    source_name = "vast"
+    providers = {"vast"}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def offers(cls) -> list[Offer]:
+        from pricing.adapters.vast import vast_offers
+
+        return vast_offers({"bundles": _built("vast_bundles_built.json")["response"]}, _BUILT_AT)
+
+
 class TestLocalContract:
     """Local builds are machines to buy, not hourly offers: their own invariants."""
 
@@ -182,7 +239,8 @@ class TestLocalContract:
 
 CONTRACTS = [
     TestAwsContract, TestGcpContract, TestAlibabaContract, TestSkypilotContract,
-    TestAutodlContract, TestLocalContract,
+    TestAutodlContract, TestLocalContract, TestAzureContract, TestLambdaContract, TestRunpodContract,
+    TestVastContract,
 ]
 
 
@@ -190,7 +248,11 @@ def test_every_source_is_registered_named_and_covered() -> None:
     import pricing.adapters.alibaba  # noqa: F401
     import pricing.adapters.autodl  # noqa: F401
     import pricing.adapters.aws  # noqa: F401
+    import pricing.adapters.azure  # noqa: F401
     import pricing.adapters.gcp  # noqa: F401
+    import pricing.adapters.lambda_cloud  # noqa: F401
+    import pricing.adapters.runpod  # noqa: F401
+    import pricing.adapters.vast  # noqa: F401
     import pricing.adapters.local  # noqa: F401
     import pricing.adapters.skypilot_csv  # noqa: F401
 

@@ -113,11 +113,11 @@ def test_lora_not_above_full_and_qlora_weights_not_above_lora(w: Workload, gpu: 
         for m in ("full", "lora", "qlora")
     }
     assert parts["lora"].total <= parts["full"].total
-    if n == 1:
-        assert parts["qlora"].weights <= parts["lora"].weights
-    else:
-        # 4-bit weights are not sharded: each GPU keeps all of them.
-        assert parts["qlora"].weights >= shape.linear_layer_params * 0.5
+    # 4-bit weights are never above 16-bit ones; under ZeRO-3 both shard (issue 18: the 4-bit
+    # weights sit in a 16-bit quant_storage container), so each GPU holds 1/n of them.
+    assert parts["qlora"].weights <= parts["lora"].weights
+    if n > 1:
+        assert parts["qlora"].weights >= shape.linear_layer_params * 0.5 / n
 
 
 @settings(max_examples=100, deadline=None)

@@ -30,13 +30,14 @@ def server_env(db_url: str, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_server(db_url: str, log: Path, timeout_s: float = 90) -> Iterator[str]:
-    """Start the API, wait until ``/healthz`` answers, yield its base URL, stop it."""
+def running_server(db_url: str, log: Path, timeout_s: float = 90, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start the API, wait until ``/healthz`` answers, yield its base URL, stop it. ``env`` adds
+    settings (``GPUCOST_ADMIN_TOKEN``, ``GPUCOST_QUOTAS``) to the server's environment."""
     port = free_port()
     cmd = [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", "127.0.0.1",
            "--port", str(port)]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=server_env(db_url), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=server_env(db_url, **(env or {})), stdout=out, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + timeout_s

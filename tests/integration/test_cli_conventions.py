@@ -159,7 +159,8 @@ def test_shell_completion() -> None:
         assert out.returncode == 0, out.stderr
         return out.stdout.split()
 
-    assert complete("gpucost quo") == ["quote"]
+    assert sorted(complete("gpucost quo")) == ["quotas", "quote"]
+    assert complete("gpucost bre") == ["breakeven"]
     assert set(complete("gpucost quote --electricity-u")) == {"--electricity-usd-per-kwh"}
     script = subprocess.run([str(gpucost)], env={**os.environ, "_GPUCOST_COMPLETE": "source_bash"},
                             capture_output=True, text=True, timeout=60)

@@ -114,7 +114,7 @@ def test_near_capacity_fit_carries_a_warning(client: TestClient) -> None:
     """A fit whose upper range end crosses the card is flagged, and a roomy one is not."""
     tight = None
     for mb in range(1, 65):
-        body = _post(client, {**LLAMA, "model": "qwen2.5-0.5b", "micro_batch_size": mb,
+        body = _post(client, {**LLAMA, "model": "qwen2.5-0.5b", "micro_batch_size": mb, "seq_len": 512,
                               "gradient_checkpointing": False}, gpu="RTX4090")
         if not body["fits"]:
             break

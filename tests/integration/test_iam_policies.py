@@ -15,6 +15,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 IAM = REPO / "infra" / "iam"
 ADAPTERS = REPO / "pricing" / "adapters"
+QUOTAS = REPO / "pricing" / "quotas"
 
 # Every action any policy here may grant: reads of prices and instance types, nothing else.
 READ_ONLY_ALLOWED = {
@@ -22,6 +23,9 @@ READ_ONLY_ALLOWED = {
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeSpotPriceHistory",
     "ec2:DescribeRegions",
+    # Commitment prices (pricing/adapters/aws.py): Savings Plans rates, Capacity Block offerings.
+    "savingsplans:DescribeSavingsPlansOfferingRates",
+    "ec2:DescribeCapacityBlockOfferings",
     "ecs:DescribeInstanceTypes",
     "ecs:DescribePrice",
     "ecs:DescribeSpotPriceHistory",
@@ -32,6 +36,11 @@ READ_ONLY_ALLOWED = {
     "compute.machineTypes.get",
     "compute.regions.list",
     "compute.zones.list",
+    # Quotas (pricing/quotas): reads of the account's limits.
+    "servicequotas:GetServiceQuota",
+    "servicequotas:GetAWSDefaultServiceQuota",
+    "compute.regions.get",
+    "compute.projects.get",
 }
 READ_VERB = re.compile(r"^[a-z0-9]+:(Describe|Get|List)[A-Za-z]+$")
 
@@ -42,6 +51,31 @@ def _camel(snake: str) -> str:
 
 def _source(name: str) -> str:
     return (ADAPTERS / f"{name}.py").read_text(encoding="utf-8")
+
+
+# Service Quotas operations whose IAM action is not the camel-cased operation name.
+_SERVICEQUOTAS_ACTION = {"get_aws_default_service_quota": "GetAWSDefaultServiceQuota"}
+
+
+def aws_quota_calls() -> set[str]:
+    """IAM actions of the Service Quotas operations ``pricing/quotas/aws.py`` invokes."""
+    src = (QUOTAS / "aws.py").read_text(encoding="utf-8")
+    ops = set(re.findall(r"\bquotas_client\.([a-z_]+)\(", src))
+    assert ops, "the AWS quota reader's calls were not found"
+    return {f"servicequotas:{_SERVICEQUOTAS_ACTION.get(op, _camel(op))}" for op in ops}
+
+
+# Compute Engine client -> the permission its ``get`` needs (Compute Engine IAM reference).
+_GCP_GET_PERMISSION = {"RegionsClient": "compute.regions.get", "ProjectsClient": "compute.projects.get"}
+
+
+def gcp_quota_permissions_needed() -> set[str]:
+    src = (QUOTAS / "gcp.py").read_text(encoding="utf-8")
+    clients = set(re.findall(r"compute_v1\.([A-Za-z]+Client)\(", src))
+    unknown = clients - set(_GCP_GET_PERMISSION)
+    assert clients and not unknown, f"GCP quota reader uses {unknown or 'no client'}: add its permission here"
+    assert re.search(r"_client\.get\(", src)
+    return {_GCP_GET_PERMISSION[c] for c in clients}
 
 
 def _statements(path: Path) -> list[dict]:
@@ -74,8 +108,10 @@ def aws_calls() -> set[str]:
     pricing_ops = set(re.findall(r"pricing_client\.([a-z_]+)\(", src))
     ec2_ops = set(re.findall(r'ec2\.get_paginator\("([a-z_]+)"\)', src))
     ec2_ops |= {op for op in re.findall(r"\bec2\.([a-z_]+)\(", src) if op != "get_paginator"}
+    plan_ops = set(re.findall(r"savingsplans_client\.([a-z_]+)\(", src))
     assert pricing_ops and ec2_ops, "the AWS adapter's calls were not found"
-    return {f"pricing:{_camel(op)}" for op in pricing_ops} | {f"ec2:{_camel(op)}" for op in ec2_ops}
+    return ({f"pricing:{_camel(op)}" for op in pricing_ops} | {f"ec2:{_camel(op)}" for op in ec2_ops}
+            | {f"savingsplans:{_camel(op)}" for op in plan_ops})
 
 
 def alibaba_calls() -> set[str]:
@@ -110,7 +146,7 @@ def test_aws_policy_grants_exactly_the_adapter_calls() -> None:
     actions = _allowed_actions(path)
     _assert_read_only(actions)
     assert all(READ_VERB.match(a) for a in actions)
-    assert actions == aws_calls()
+    assert actions == aws_calls() | aws_quota_calls()
 
 
 def test_alibaba_ram_policy_grants_exactly_the_adapter_calls() -> None:
@@ -128,7 +164,7 @@ def test_gcp_role_grants_exactly_the_compute_lists() -> None:
     permissions = set(role["includedPermissions"])
     _assert_read_only(permissions)
     assert all(p.rsplit(".", 1)[1] in {"list", "get"} for p in permissions)
-    assert permissions == gcp_permissions_needed()
+    assert permissions == gcp_permissions_needed() | gcp_quota_permissions_needed()
 
 
 def test_the_policy_check_rejects_writes_and_wildcards() -> None:

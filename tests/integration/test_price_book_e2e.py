@@ -117,8 +117,14 @@ def test_stale_providers_are_named_in_quote_warnings_json_and_markdown(booked: T
 def test_spot_far_below_on_demand_is_flagged(plain: TestClient) -> None:
     req = {"workload": {"model": "llama-3-8b", "method": "full", "tokens": 1e8},
            "constraints": {"allow_spot": True, "include_local": False, "providers": ["aws"], "gpus": ["A100"]}}
+    # Issue 19: a spot price the answer would call implausible is rejected unless allowed ...
     q = plain.post("/v1/quote", json=req).json()
-    assert q["best"]["pricing"] == "spot"
+    assert not any(w.startswith("implausible price:") for w in q["warnings"])
+    plausible = q["best"]["hourly_usd"]
+    # ... and with allow_suspect_prices it may win, still flagged.
+    req["constraints"]["allow_suspect_prices"] = True
+    q = plain.post("/v1/quote", json=req).json()
+    assert q["best"]["pricing"] == "spot" and q["best"]["hourly_usd"] < plausible
     assert any(w.startswith("implausible price: aws/") and "spot" in w for w in q["warnings"])
 
 

@@ -1,12 +1,16 @@
-"""Every command README.md shows runs, and the figures it quotes are the code's.
+"""Every command README.md and its manual pages under docs/ show runs, the figures they quote are the
+code's, and the README stays a first screen: what it does, the two commands, the three uses, and
+links to every page under docs/.
 
-Each fenced ``bash`` block is run as one script (``set -euo pipefail``) in a scratch folder that
+Each fenced ``bash`` block (README.md and the pages in ``RUN_PAGES``) is run as one script (``set -euo pipefail``) in a scratch folder that
 holds the repository's ``.venv``, ``scripts``, ``examples`` and ``infra`` (so relative paths work
 and nothing in the work tree is written), on a fresh store filled from the bundled snapshot. HTTP
 examples (``localhost:8000``) go to a server this test starts; a ``gpucost serve`` line is started
 and must answer ``/healthz``. ``./scripts/test`` is the command that runs this test, so it is the
 one line not re-run. A ``crontab`` block must be the entry in ``infra/cron``. The generated blocks
-must equal what ``scripts/readme_figures`` computes now.
+must equal what ``scripts/readme_figures`` computes now, wherever they sit. ``./scripts/test`` itself
+is checked where it can be without recursing: it stops, saying how to install Chromium, when the
+browser tests could not run.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,13 +35,18 @@ from tests.integration._live_server import free_port, running_server, server_env
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+# The pages whose bash blocks run here (docs/deploy.md's need a cluster: its files are checked instead).
+RUN_PAGES = [README, *(REPO / "docs" / f for f in ("rent-or-buy.md", "api.md", "configuration.md", "estimates.md",
+                                                    "performance.md"))]
+MANUAL = sorted((REPO / "docs").glob("*.md"))
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```", re.S | re.M)
 # The suite's own entry point: running it from inside the suite would recurse.
 SELF = "./scripts/test"
 
 
-def fenced_blocks(lang: str) -> list[str]:
-    return [m["body"] for m in FENCE.finditer(README.read_text(encoding="utf-8")) if m["lang"] == lang]
+def fenced_blocks(lang: str, pages: list[Path] | None = None) -> list[str]:
+    return [m["body"] for page in (pages or [README]) for m in FENCE.finditer(page.read_text(encoding="utf-8"))
+            if m["lang"] == lang]
 
 
 def logical_lines(block: str) -> list[str]:
@@ -44,13 +54,33 @@ def logical_lines(block: str) -> list[str]:
     return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-BASH_BLOCKS = fenced_blocks("bash")
+BASH_BLOCKS = fenced_blocks("bash", RUN_PAGES)
+HEADLINE = "./scripts/run quote --model llama-3-8b --method qlora --tokens 1e8"
 
 
 def test_the_readme_shows_commands() -> None:
     commands = [line for block in BASH_BLOCKS for line in logical_lines(block)]
-    assert len(BASH_BLOCKS) >= 5 and len(commands) >= 15
+    assert len(BASH_BLOCKS) >= 6 and len(commands) >= 20
     assert any(SELF in line for line in commands) and any("curl" in line for line in commands)
+
+
+def test_the_readme_is_a_first_screen() -> None:
+    """The two commands come first and alone; what it does, the two commands and the three uses fit the
+    first screens; the manual lives under docs/, each page linked from the README."""
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    first = logical_lines(fenced_blocks("bash")[0])
+    assert first == [HEADLINE, SELF], first
+    assert text.index(HEADLINE) < text.index("## Three uses")
+    assert lines.index("## Two commands") < 30, "the two commands on the first screen"
+    uses = [i for i, line in enumerate(lines) if line.startswith("### ")]
+    assert len(uses) >= 3 and uses[2] < 140, "the three uses within the first screens"
+    assert len(lines) < 220, f"{len(lines)} lines: the manual belongs in docs/"
+    for heading in ("## How the estimates work", "## HTTP API", "## Performance and reliability", "#### "):
+        assert heading not in text, f"{heading!r} is manual: it lives under docs/"
+    assert "## What's new" in text
+    unlinked = [p.name for p in MANUAL if f"](docs/{p.name})" not in text]
+    assert not unlinked, f"docs pages without a link in README.md's Manual table: {unlinked}"
 
 
 @pytest.fixture(scope="module")
@@ -143,12 +173,17 @@ def test_crontab_entry_is_the_shipped_one() -> None:
     assert entries and all(line.strip() in shipped for line in entries)
 
 
-def test_files_the_readme_names_exist() -> None:
-    text = README.read_text(encoding="utf-8")
-    named = set(re.findall(r"`((?:infra|examples|docs|bench|scripts|tests)/[\w./-]+)`", text))
-    named |= set(re.findall(r"\]\(((?:docs|infra|examples)/[\w./-]+)\)", text))
-    missing = sorted(p for p in named if not (REPO / p).exists())
-    assert named and not missing, missing
+@pytest.mark.parametrize("page", [README, *MANUAL], ids=lambda p: p.name)
+def test_files_the_readme_names_exist(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    # Paths in backticks are the repository's; a Markdown link is relative to its page.
+    named = {REPO / p for p in re.findall(r"`((?:infra|examples|docs|bench|scripts|tests|optimizer|pricing|service)/[\w./-]+)`",
+                                          text)}
+    named |= {(page.parent / p).resolve() for p in re.findall(r"\]\(([\w./-]+)\)", text) if "://" not in p}
+    missing = sorted(str(p) for p in named if not p.exists())
+    assert not missing, missing
+    if page == README:
+        assert named
 
 
 def _readme_figures() -> ModuleType:
@@ -165,12 +200,15 @@ def test_readme_figures_are_the_codes(tmp_path: Path, monkeypatch: pytest.Monkey
     figures = _readme_figures()
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     generated = figures.generate(tmp_path / "chart.png")
-    in_readme = figures.readme_blocks(README.read_text(encoding="utf-8"))
-    assert set(generated) <= set(in_readme), "README.md lacks a readme_figures block"
+    in_readme: dict[str, str] = {}
+    for page in figures.pages():
+        in_readme.update(figures.readme_blocks(page.read_text(encoding="utf-8")))
+    assert set(generated) <= set(in_readme), "no page holds a readme_figures block"
+    assert "headline-quote" in figures.readme_blocks(README.read_text(encoding="utf-8"))
     assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
     for name, body in generated.items():
         assert in_readme[name] == body, (
-            f"README block {name!r} is stale: run `.venv/bin/python scripts/readme_figures --write`\n"
+            f"block {name!r} is stale: run `.venv/bin/python scripts/readme_figures --write`\n"
             f"--- README\n{in_readme[name]}\n--- generated\n{body}"
         )
 
@@ -180,3 +218,22 @@ def test_readme_figures_check_mode_runs() -> None:
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "readme_figures"), "--help"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "--write" in result.stdout and "--check" in result.stdout
+
+
+def test_the_test_command_requires_the_browser_or_says_how(tmp_path: Path) -> None:
+    """``./scripts/test`` on a machine where Chromium is missing and cannot be installed (no apt-get on
+    PATH) stops before anything else, naming what to install and how to skip on purpose."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # A PATH with a shell and the few tools the scripts use, but no chromium and no apt-get.
+    for tool in ("bash", "dirname", "id", "head", "cat", "mktemp", "env"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+    result = subprocess.run(["bash", str(REPO / "scripts" / "test")], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1, result
+    assert "chromium" in result.stderr and "infra/browser-ci.sh" in result.stderr, result.stderr
+    assert "GPUCOST_TEST_BROWSER=skip" in result.stderr
+    assert "pip" not in result.stderr + result.stdout  # it stopped before the set-up

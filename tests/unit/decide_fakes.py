@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from optimizer.candidates.batch import data_parallel_width
 from optimizer.estimator.gpus import gpu_spec
+from optimizer.resale import resellable_share
 from optimizer.results import Estimate, HostNeeds, MemoryBreakdown
 from optimizer.estimator.workload import Workload
 from optimizer.offer import LocalBuild, Offer, Part
@@ -132,7 +134,6 @@ def brute_force_single(
     allow_spot: bool = False,
     max_nodes: int = 4,
     max_units: int = 2,
-    spot_rate: float = 0.05,
     max_utilization: float = 0.8,
 ) -> list[Choice]:
     """Every feasible way to run the job, enumerated without any pruning.
@@ -140,7 +141,7 @@ def brute_force_single(
     Setup is billed once (the estimate's hours include it); several nodes only of 8-GPU offers with
     an inter-node fabric; a purchase buys the machines ``runs`` need at ``max_utilization`` of 730 h a
     month over the build's life, and a budget caps its cash (price of the machines plus energy)."""
-    from optimizer import costs
+    from optimizer import costs, spot_risk
 
     out: list[Choice] = []
     for o in offers:
@@ -153,10 +154,17 @@ def brute_force_single(
                 total = o.gpu_count * nodes
                 if total > 64:
                     continue
-                n = int(total) if whole else 1
+                # The GPUs that train divide the global batch (the rest idle), or the option is out.
+                n = data_parallel_width(workload.global_batch_size, int(total) if whole else 1)
+                if n is None:
+                    continue
+                fitted = False
                 for sh in shardings(workload.sharding, n) if n > 1 else [None]:
+                    if fitted and workload.sharding == "auto":
+                        break  # the lightest scheme that fits
                     e = est(workload, o.gpu, n, sh)
                     fits = e.fits if whole else e.memory_gb.total_per_gpu <= o.gpu_vram_gb * GIB_PER_GB
+                    fitted = fitted or fits
                     share = o.gpu_count / min(total, 8) if whole else 1.0
                     if not fits or (o.ram_gb is not None and o.ram_gb < e.host.ram_gb * share):
                         continue
@@ -164,9 +172,14 @@ def brute_force_single(
                         continue
                     setup = est.setup_hours
                     train = (e.hours - setup) if whole else (e.hours - setup) / o.gpu_count
+                    # Spot: the offer's own reclaim rate on this job's checkpoint (optimizer.spot_risk).
+                    spot_wall = spot_risk.train_wall_hours(
+                        train, setup, nodes, spot_risk.spot_rate(o.provider, o.region, o.instance_type),
+                        spot_risk.checkpoint_gb(e.trainable_params, workload.optimizer),
+                    ) if pricing == "spot" else None
                     rc = costs.rent_cost(price, train, nodes, billing_increment_s=o.billing_increment_s,
                                          min_billing_s=o.min_billing_s, spot=pricing == "spot",
-                                         setup_hours=setup, interruptions_per_hour=spot_rate)
+                                         setup_hours=setup, spot_train_wall_hours=spot_wall)
                     # The disk is billed with the instance (billed hours), as option generation bills it.
                     storage = costs.storage_usd(e.host.disk_gb, o.storage_usd_per_gb_month, rc.billed_hours, nodes)
                     cost = (rc.cost_per_run_usd + storage) * runs
@@ -176,11 +189,17 @@ def brute_force_single(
                                       total))
     for b in builds:
         for units in range(1, max_units + 1):
-            n = b.gpu_count * units
+            n = data_parallel_width(workload.global_batch_size, b.gpu_count * units)
+            if n is None:
+                continue
+            fitted = False
             for sh in shardings(workload.sharding, n) if n > 1 else [None]:
                 if units > 1 and sh in ("zero3", "fsdp"):
                     continue
+                if fitted and workload.sharding == "auto":
+                    break
                 e = est(workload, b.gpu, n, sh)
+                fitted = e.fits
                 share = b.gpu_count / min(n, 8)
                 if not e.fits or b.ram_gb < e.host.ram_gb * share or b.cpu_cores < e.host.cpu_cores * share:
                     continue
@@ -190,10 +209,13 @@ def brute_force_single(
                 machines = units * max(1, -(-e.hours * runs // per_machine))
                 if machines > 16:
                     continue
+                # An hour at idle power between runs (costs.IDLE_HOURS_PER_RUN), as option generation counts it.
+                idle = costs.energy_cost_usd(costs.IDLE_HOURS_PER_RUN, b.idle_power_w, b.electricity_usd_per_kwh) * units
                 bc = costs.buy_cost(b.price_usd, units, e.hours, runs, load_power_w=b.load_power_w,
                                     usd_per_kwh=b.electricity_usd_per_kwh, resale_fraction=b.resale_fraction,
-                                    lifetime_months=b.lifetime_months, machines=int(machines))
-                if budget is not None and bc.outlay_usd > budget:
+                                    lifetime_months=b.lifetime_months, machines=int(machines),
+                                    resellable_share=resellable_share(b))
+                if budget is not None and bc.outlay_usd + idle * runs > budget:
                     continue
-                out.append(Choice(bc.total_usd, e.hours, f"local/{b.id}/{units}/{sh}", n))
+                out.append(Choice(bc.total_usd + idle * runs, e.hours, f"local/{b.id}/{units}/{sh}", b.gpu_count * units))
     return out

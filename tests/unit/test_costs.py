@@ -51,11 +51,16 @@ def test_spot_run_is_longer_than_on_demand() -> None:
     assert sp.interruption_usd > 0 and od.interruption_usd == 0
 
 
-def test_resale_value_straight_line() -> None:
+def test_resale_value_is_the_one_curve_breakeven_uses() -> None:
+    # Issue 19: quote, plan and break-even value a machine on one curve (exponential decay from
+    # the resellable share of the price to resale_fraction at the end of the life).
     assert costs.resale_value_usd(1000, 0.4, 0, 36) == 1000
-    assert costs.resale_value_usd(1000, 0.4, 18, 36) == pytest.approx(700)
+    assert costs.resale_value_usd(1000, 0.4, 18, 36) == pytest.approx(1000 * 0.4**0.5)
     assert costs.resale_value_usd(1000, 0.4, 36, 36) == pytest.approx(400)
-    assert costs.resale_value_usd(1000, 0.4, 90, 36) == pytest.approx(400)
+    assert costs.resale_value_usd(1000, 0.4, 36, 36, resellable_share=0.6) == pytest.approx(400)
+    assert costs.resale_value_usd(1000, 0.4, 0, 36, resellable_share=0.6) == pytest.approx(600)
+    for age in (0, 7, 18, 36, 90):
+        assert costs.resale_value_usd(1000, 0.4, age, 36, 0.7) == costs.resale_curve_usd(1000, 0.4, age, 36, 0.7)
 
 
 def test_energy_counts_psu_losses() -> None:
@@ -74,7 +79,8 @@ def test_buy_cost() -> None:
     assert bc.total_usd == pytest.approx(4000 - 2000 + 10 * 1.0)
     held = costs.buy_cost(2000, 1, 5.0, 1, load_power_w=450, usd_per_kwh=0.2, resale_fraction=0.5,
                           lifetime_months=24, held_months=12)
-    assert held.resale_usd == pytest.approx(1500)
+    # Half-way through the life on the one resale curve: 2000 x 0.5 ** 0.5.
+    assert held.resale_usd == pytest.approx(2000 * 0.5**0.5)
 
 
 def test_machines_cover_the_hours_at_the_stated_utilization() -> None:

@@ -204,9 +204,10 @@ def test_list_prints_predictions_without_torch(mt: ModuleType, capsys: pytest.Ca
     assert len(out) == 1 and out[0].startswith("B-A100-gpt2-full-") and "pred alloc" in out[0]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed here")
 def test_no_torch_exits_2_with_the_real_probe(mt: ModuleType, capsys: pytest.CaptureFixture[str],
-                                              tmp_path: Path) -> None:
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch is installed with the probe extra; None in sys.modules makes it unimportable here.
+    monkeypatch.setitem(sys.modules, "torch", None)
     assert mt.main(["--out", str(tmp_path / "rows.jsonl")]) == 2
     assert "torch is not importable" in capsys.readouterr().err
     assert mt.main(["--device", "cpu", "--tiny", "--out", str(tmp_path / "rows.jsonl")]) == 2

@@ -120,8 +120,9 @@ def test_checkpointing_keeps_block_inputs() -> None:
 def test_logits_grow_with_vocab() -> None:
     w8 = _w(model="llama-3-8b", method="lora", seq_len=2048, micro_batch_size=4)
     mem = memory_parts(resolve_model("llama-3-8b"), w8, None, 1, "ddp")
-    # 4 x 2048 tokens x 128,256 vocab: bf16 logits + two fp32 buffers = 10 bytes per element.
-    assert mem.logits_bytes == 4 * 2048 * 128256 * 10
+    # 4 x 2048 tokens x 128,256 vocab: bf16 logits + three fp32 buffers (upcast, shifted copy,
+    # log-probabilities; issue 18: Unsloth's HF+FA2 context table) = 14 bytes per element.
+    assert mem.logits_bytes == 4 * 2048 * 128256 * 14
     assert mem.logits_bytes / GB > 10  # the 128k vocabulary alone needs more than 10 GB here
     assert mem.peak_phase == "loss" and mem.logits == mem.logits_bytes
     enc = memory_parts(resolve_model("bert-base"), _w(model="bert-base"), None, 1, "ddp")
@@ -158,19 +159,38 @@ def test_stacks_change_the_loss_buffers() -> None:
                 / (2 * 2048 * shape.vocab) for st in ("hf", "compiled", "fused", "litgpt")}
     # hf: bf16 logits + fp32 upcast + fp32 log-probabilities; compiled fuses one; litgpt keeps
     # 16-bit chunks; fused linear cross-entropy never holds them.
-    assert per_elem == {"hf": 10.0, "compiled": 6.0, "fused": 0.0, "litgpt": 6.0}
+    assert per_elem == {"hf": 14.0, "compiled": 6.0, "fused": 0.0, "litgpt": 6.0}
 
 
-def test_qlora_keeps_4bit_weights_whole_under_zero3() -> None:
+def test_qlora_shards_4bit_weights_under_zero3() -> None:
+    """Issue 18: FSDP/ZeRO-3 shard QLoRA's 4-bit weights (bnb_4bit_quant_storage), TRL skips the
+    fp32 upcast for sharded QLoRA, and the gathers are of 4-bit blocks, not 16-bit ones."""
     shape = resolve_model("llama-2-7b")
     one = memory_parts(shape, _w(method="qlora"), None, 1, "ddp")
     eight = memory_parts(shape, _w(method="qlora"), None, 8, "zero3")
-    quant = shape.linear_layer_params * (0.5 + 0.127 / 8)
-    assert eight.weights >= quant  # not divided by the GPU count
-    assert eight.weights < one.weights  # the fp32 embeddings/head/norms are
-    # No 16-bit gather of the quantized blocks.
-    lora8 = memory_parts(shape, _w(method="lora"), None, 8, "zero3")
-    assert dict(lora8.phases)["backward"] - (lora8.weights + lora8.gradients + lora8.optimizer) > lora8.saved_activations
+    nf4 = 0.5 + (8 / 64 + 32 / (64 * 256)) / 8
+    quant = shape.linear_layer_params * nf4
+    rest = shape.params - shape.linear_layer_params
+    trainable = one.trainable_params
+    # Quantized weights and the 16-bit (not fp32-upcast) rest, divided by 8, plus the fp32 adapters.
+    assert eight.weights == pytest.approx((quant + rest * 2.0) / 8 + trainable * 4.0 / 8, rel=1e-6)
+    assert one.weights == pytest.approx(quant + rest * 4.0 + trainable * 4.0, rel=1e-6)
+    assert eight.residual_bytes == 2.0 and one.residual_bytes == 4.0
+    # The backward gathers two 4-bit blocks and the 16-bit root unit, and dequantizes one block.
+    block = shape.linear_layer_params / shape.layers
+    gathered = 2 * nf4 * block * (1 - 1 / 8) + rest * 2.0 * (1 - 1 / 8) + 2.0 * block
+    back = dict(eight.phases)["backward"] - (eight.weights + eight.gradients + eight.optimizer)
+    assert back - eight.saved_activations == pytest.approx(gathered + eight.layer_bytes, rel=1e-6)
+
+
+def test_qlora_per_gpu_memory_falls_with_gpus_and_offload_moves_it_to_the_host() -> None:
+    shape = resolve_model("llama-2-7b")
+    totals = [memory_parts(shape, _w(method="qlora"), None, n, "fsdp").total for n in (2, 4, 8)]
+    assert totals[0] > totals[1] > totals[2]
+    off = memory_parts(shape, _w(method="qlora", offload="optimizer+params"), None, 2, "fsdp")
+    assert off.weights == 0.0
+    nf4 = 0.5 + (8 / 64 + 32 / (64 * 256)) / 8
+    assert off.host_offload >= shape.linear_layer_params * nf4 / 2
 
 
 def test_qlora_saves_the_4bit_matmul_inputs() -> None:

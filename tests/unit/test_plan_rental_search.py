@@ -62,7 +62,9 @@ def test_pruned_search_on_the_whole_catalog() -> None:
     offers, _ = bundled()
     pruned, full = _both(Constraints(allow_spot=True), RENTALS_PER_JOB, offers)
     assert _picks(pruned) == _picks(full)
-    assert pruned.offers_skipped > len(offers) * len(JOBS) // 2
+    # Two in five skipped at least (half of them before issue 19; recipes with headroom and DDP
+    # first cost a little more, so the cheapest rental's cost lets a few more offers through).
+    assert pruned.offers_skipped > len(offers) * len(JOBS) * 2 // 5
 
 
 def test_a_floor_above_the_real_cost_would_change_picks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,7 +52,9 @@ def test_auto_recipe_fits_and_makes_up_the_global_batch(gpu: str, count: int) ->
     assert r is not None and e.fits
     assert r.micro_batch_size * r.gradient_accumulation_steps * r.data_parallel_gpus == r.global_batch_size
     assert r.global_batch_size >= 16 and r.data_parallel_gpus == count
-    assert set(r.chosen) == {"micro_batch_size", "gradient_checkpointing", "gradient_accumulation_steps"}
+    # precision "auto" (CONTRACT v3) is chosen per option too: fp16 on the T4 (Turing), bf16 elsewhere.
+    assert set(r.chosen) == {"micro_batch_size", "gradient_checkpointing", "gradient_accumulation_steps", "precision"}
+    assert r.precision == ("fp16" if gpu == "T4" else "bf16")
     # The largest micro-batch that fits: the next divisor up (same checkpointing) does not.
     share = rcp.per_gpu_share(16, count)
     larger = [d for d in rcp.divisors(share) if d > r.micro_batch_size]
@@ -87,7 +89,10 @@ def test_explicit_values_are_kept() -> None:
         e = estimate(w, gpu)
         assert e.recipe is not None
         assert (e.recipe.micro_batch_size, e.recipe.gradient_checkpointing) == (8, False)
-        assert e.recipe.chosen == ("gradient_accumulation_steps",)
+        assert e.recipe.chosen == ("gradient_accumulation_steps", "precision")
+    pinned = estimate(w.model_copy(update={"precision": "bf16"}), "A100-80GB")
+    assert pinned.recipe is not None and pinned.recipe.chosen == ("gradient_accumulation_steps",)
+    assert pinned.recipe.precision == "bf16"
     assert not estimate(w, "RTX4090").fits  # kept even though it does not fit
     big = estimate(w.model_copy(update={"global_batch_size": 4}), "A100-80GB")
     assert big.recipe is not None and big.recipe.global_batch_size == 8 and big.recipe.notes

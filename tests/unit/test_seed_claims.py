@@ -35,7 +35,9 @@ def test_bert_base_batch_16() -> None:
 def test_7b_qlora_fits_24gb(model: str) -> None:
     w = Workload(model=model, method="qlora", micro_batch_size=1, seq_len=2048, gradient_checkpointing=True)
     est = estimate(w, "RTX4090")
-    assert est.fits and est.memory_gb.total_per_gpu < 14
+    # Unsloth's HF+FA2 table (unsloth.ai/blog/llama3-3, 2024-12-10) fits Llama-3.1-8B QLoRA to 5,789
+    # tokens on 24 GB, i.e. ~15 GB at 2048: fits with room, but not the ~12 GB older guides quoted.
+    assert est.fits and est.memory_gb.total_per_gpu < 16
 
 
 def test_7b_full_finetune_does_not_fit_24gb_even_with_8bit_adam() -> None:
@@ -73,7 +75,8 @@ def test_rtx3060_and_7b_qlora_at_2048() -> None:
     assert ckpt.fits and ckpt.memory_gb.total_per_gpu < 10  # with it, 7B fits with room
     tight = estimate(Workload(model="llama-3-8b", gradient_checkpointing=True, **base), "RTX3060")
     # Llama-3-8B's 128k vocabulary (logits) and larger embeddings, which PEFT's k-bit preparation
-    # upcasts to fp32 (4.2 GB), put it right at the card's size: the range straddles 12 GB.
-    assert abs(tight.memory_gb.total_per_gpu - 12.0) < 1.5
+    # upcasts to fp32 (4.2 GB), put it just over the card's size: Unsloth's HF+FA2 table
+    # (unsloth.ai/blog/llama3-3, 2024-12-10) fits only 932 tokens on 12 GB. The range straddles 12 GB.
+    assert 12.0 < tight.memory_gb.total_per_gpu < 15.0
     low, high = tight.range["total_per_gpu"]
     assert low < 12.0 < high

@@ -42,9 +42,13 @@ def test_lora_skips_weight_gradients_and_checkpointing_adds_a_forward() -> None:
     shape = resolve_model("llama-3-8b")
     fwd = forward_flops_per_token(shape, 2048)
     assert training_flops_per_token(shape, _w(method="full")) == (3 * fwd, 3 * fwd)
-    assert training_flops_per_token(shape, _w(method="lora")) == (2 * fwd, 2 * fwd)
+    # Issue 18: attention's Q K^T and A V have no frozen weights, so their backward (dQ, dK, dV)
+    # is 2x their forward under LoRA too; only the linears skip their weight gradients.
+    attn = 4.0 * shape.layers * 2048 * shape.q_dim
+    lora = 2 * (fwd - attn) + 3 * attn
+    assert training_flops_per_token(shape, _w(method="lora")) == (lora, lora)
     model, hardware = training_flops_per_token(shape, _w(method="qlora", gradient_checkpointing=True))
-    assert (model, hardware) == (2 * fwd, 3 * fwd)
+    assert (model, hardware) == (lora, lora + fwd)
 
 
 def test_fp32_and_tf32_are_separate_precisions() -> None:
@@ -63,7 +67,7 @@ def test_fp32_and_tf32_are_separate_precisions() -> None:
 
 def test_bf16_before_ampere_is_priced_as_emulated() -> None:
     assert effective_peak_tflops(gpu_spec("V100"), "bf16") == gpu_spec("V100").fp32_tflops
-    w = _w(model="qwen2.5-0.5b", micro_batch_size=8, seq_len=512)
+    w = _w(model="qwen2.5-0.5b", micro_batch_size=8, seq_len=512, precision="bf16")
     bf16 = estimate(w, "V100")
     fp16 = estimate(w.model_copy(update={"precision": "fp16"}), "V100")
     assert bf16.tokens_per_second < 0.5 * fp16.tokens_per_second
@@ -78,8 +82,9 @@ def test_matmul_efficiency_follows_gpu_generation() -> None:
 
 
 def test_qlora_is_slower_than_lora_from_dequantization() -> None:
-    """bitsandbytes dequantizes every 4-bit weight per use: QLoRA runs at ~0.65-0.9x LoRA,
-    slowest where few tokens share each dequantization."""
+    """Every 4-bit weight is dequantized per call: QLoRA runs at ~0.4-0.5x LoRA where few tokens
+    share each dequantization and ~0.7-0.9x from a few thousand tokens per micro-step, as the
+    published Qwen-7B pairs do (QwenLM/Qwen README: 0.40 at 256 tokens, 0.50 at 512, 0.74 at 2048)."""
     ratios = {}
     for mb, seq, ckpt in ((1, 512, False), (2, 2048, False), (4, 1024, True)):
         lora = estimate(_w(model="llama-2-7b", method="lora", micro_batch_size=mb, seq_len=seq,
@@ -87,8 +92,8 @@ def test_qlora_is_slower_than_lora_from_dequantization() -> None:
         qlora = estimate(_w(model="llama-2-7b", method="qlora", micro_batch_size=mb, seq_len=seq,
                             gradient_checkpointing=ckpt, gradient_accumulation_steps=1), "A100-80GB")
         ratios[(mb, seq)] = qlora.tokens_per_second / lora.tokens_per_second
-    assert all(0.6 <= r <= 0.92 for r in ratios.values()), ratios
-    assert ratios[(1, 512)] < 0.75 < ratios[(2, 2048)]
+    assert all(0.4 <= r <= 0.92 for r in ratios.values()), ratios
+    assert ratios[(1, 512)] < 0.6 < 0.7 < ratios[(2, 2048)]
 
 
 def test_launch_overhead_partly_adds() -> None:

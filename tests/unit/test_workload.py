@@ -20,7 +20,8 @@ def test_contract_example_parses() -> None:
 
 def test_defaults_follow_contract() -> None:
     w = Workload(model="bert-base")
-    assert (w.method, w.precision, w.optimizer) == ("full", "bf16", "adamw")
+    # CONTRACT v3: precision defaults to "auto" (bf16, or fp16 on Volta/Turing, chosen per GPU).
+    assert (w.method, w.precision, w.optimizer) == ("full", "auto", "adamw")
     assert (w.micro_batch_size, w.seq_len, w.gradient_checkpointing, w.sharding, w.lora_rank) == (
         "auto", 512, "auto", "auto", 16,
     )

@@ -18,6 +18,9 @@ def estimate(request: EstimateRequest, http: Request, format: FormatQuery = None
     """Peak VRAM per GPU by part, host needs, throughput and hours; ``?format=markdown`` as a section."""
     from service.render.markdown import estimate_markdown
 
-    result = estimate_answer(request)
+    from service.measurements import measurements_for_app
+
+    # Stored measurements of this recipe replace or scale the model's figures (basis).
+    result = estimate_answer(request, measurements_for_app(http.app))
     fmt = chosen_format(format, http, ("json", "markdown"))
     return respond(result, fmt, estimate_markdown)  # type: ignore[return-value]

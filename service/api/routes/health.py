@@ -8,6 +8,7 @@ probes every second cost one check per interval, not one each.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -17,8 +18,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from optimizer.errors import GpucostError
+from service.api.redact import without_paths
 
 router = APIRouter(tags=["health"])
+logger = logging.getLogger(__name__)
 
 READY_TTL_S = 5.0
 # Its own thread: a server pool busy with expensive requests must not delay the probe.
@@ -56,7 +59,10 @@ class _ReadyCache:
     def get(self, app: Any) -> str | None:
         with self.lock:
             if time.monotonic() - self.at > READY_TTL_S:
-                self.problem = readiness_problem(app)
+                problem = readiness_problem(app)
+                if problem and problem != self.problem:
+                    logger.warning("not ready: %s", problem)  # in full, paths too: for the operator
+                self.problem = problem
                 self.at = time.monotonic()
             return self.problem
 
@@ -72,5 +78,6 @@ async def readyz(request: Request) -> JSONResponse:
         cache = app.state.ready_cache = _ReadyCache()
     problem = await anyio.to_thread.run_sync(cache.get, app, limiter=_limiter)
     if problem:
-        return JSONResponse(status_code=503, content={"status": "unavailable", "reason": problem})
+        # No filesystem paths to anonymous callers: the operator has them in the logs.
+        return JSONResponse(status_code=503, content={"status": "unavailable", "reason": without_paths(problem)})
     return JSONResponse(content={"status": "ready"})

@@ -6,10 +6,10 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optimizer.estimator.gpus import canonical_gpu
-from pricing.refresh import REFRESH_LEASE, RefreshResult, refresh_exclusive
+from pricing.refresh import REFRESH_LEASE, RefreshResult, RefreshSummary, refresh_exclusive, refresh_summary
 from service.api.deps import AdminDep, SettingsDep, StoreDep
 from service.schemas import LeaseStatus, OffersResponse, PricesStatus, RefreshRun
 
@@ -36,7 +36,7 @@ def list_offers(
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
 ) -> OffersResponse:
     if gpu is not None:
-        gpu = canonical_gpu(gpu, field="query.gpu")
+        canonical_gpu(gpu, field="query.gpu")  # a 422 naming the field; the store expands families
     offers = store.offers(
         gpu=gpu, gpu_count=gpu_count, providers=split_csv(provider), regions=split_csv(region),
         spot=spot, max_hourly=max_hourly, limit=limit,
@@ -84,6 +84,14 @@ class RefreshRequest(BaseModel):
 
 class RefreshResponse(BaseModel):
     results: list[RefreshResult]
+    # Filled from ``results``: per provider refreshed / skipped (why) / failed (why).
+    summary: RefreshSummary | None = None
+
+    @model_validator(mode="after")
+    def _summarise(self) -> RefreshResponse:
+        if self.summary is None:
+            self.summary = refresh_summary(self.results)
+        return self
 
 
 @router.post(

@@ -1,0 +1,97 @@
+"""Where a new question's time goes: in-process quotes on the bundled catalog, repeated and new.
+
+Times ``service.answers.quote_answer`` (what ``POST /v1/quote`` and ``gpucost quote`` compute) on a
+fresh SQLite store seeded with the bundled snapshot, p50 of ``--runs`` quotes of each kind, all
+in one process after one warm-up quote:
+
+* ``repeat``: the same question again (every memo warm; no answer cache in-process);
+* ``tokens``: the same job with a token count never asked before (the amount of training only:
+  the estimates and configurations kept for the job are moved to it, ``optimizer.*.amounts``);
+* ``seq_len``: a new sequence length (new memory and speed models on every GPU);
+* ``model``: a model size never asked before (everything estimated anew).
+
+Then profiles ``--profile`` quotes of one kind (``--kind``, default ``tokens``) with cProfile and
+prints the functions with the most cumulative and own time.
+
+Run: .venv/bin/python bench/cold_quote_profile.py [--runs 15] [--kind model] [--top 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import itertools
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+WORKLOAD = {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 20_000_000, "seq_len": 512}
+_NEW = itertools.count(1)
+
+
+def body(kind: str) -> dict[str, Any]:
+    k = next(_NEW)
+    w = dict(WORKLOAD)
+    if kind != "repeat":
+        w["tokens"] = WORKLOAD["tokens"] + 1_000 * k
+    if kind == "seq_len":
+        w["seq_len"] = 256 + k
+    elif kind == "model":
+        w["model"] = {"params_b": round(0.3 + 0.0007 * k, 4), "name": f"profile-{k}"}
+    return {"workload": w, "top": 5}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15, help="quotes of each kind timed")
+    ap.add_argument("--kind", choices=("repeat", "tokens", "seq_len", "model"), default="tokens")
+    ap.add_argument("--profile", type=int, default=10, help="quotes of --kind profiled")
+    ap.add_argument("--top", type=int, default=30)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gpucost-profile-"))
+    os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
+                      AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
+    sys.path.insert(0, str(REPO))
+    from pricing.store.repository import open_store
+    from service.answers import quote_answer
+    from service.schemas import QuoteRequest
+
+    store = open_store(os.environ["GPUCOST_DB_URL"])
+    t = time.perf_counter()
+    quote_answer(QuoteRequest.model_validate(body("repeat")), store)
+    print(f"first quote (store opened, offers pruned, estimates made): {time.perf_counter() - t:.2f} s")
+
+    def timed(kind: str, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            req = QuoteRequest.model_validate(body(kind))
+            t = time.perf_counter()
+            quote_answer(req, store)
+            out.append(time.perf_counter() - t)
+        return out
+
+    p50 = {kind: statistics.median(timed(kind, args.runs)) for kind in ("repeat", "tokens", "seq_len", "model")}
+    print(f"in-process quote p50 of {args.runs}, unrestricted, bundled catalog, {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}:")
+    for kind, s in p50.items():
+        print(f"  {kind:8} {s * 1e3:8.1f} ms  (x{s / p50['repeat']:.1f} the repeated question)")
+    reqs = [QuoteRequest.model_validate(body(args.kind)) for _ in range(args.profile)]
+    prof = cProfile.Profile()
+    prof.enable()
+    for req in reqs:
+        quote_answer(req, store)
+    prof.disable()
+    print(f"\ncProfile of {args.profile} '{args.kind}' quotes (profiling slows each call):")
+    stats = pstats.Stats(prof, stream=sys.stdout)
+    stats.sort_stats("cumulative").print_stats(args.top)
+    stats.sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""From an estimate to what an option runs: the same global batch, headroom on the card, idle GPUs.
+
+Shared by cloud and local option generation (``batch`` and ``headroom`` hold the rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.candidates.batch import idle_warning, recipe_reason
+from optimizer.candidates.estimator import Estimator, _estimate
+from optimizer.candidates.headroom import is_safe, safer, tight_warning
+from optimizer.candidates.rejections import NO_VRAM_MARGIN
+from optimizer.estimator.workload import Workload
+from optimizer.results import Estimate
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    est: Estimate | None  # None: rejected for ``reason``
+    reason: str | None
+    warnings: tuple[str, ...] = ()
+
+
+def settle(
+    estimator: Estimator,
+    workload: Workload,
+    est: Estimate,
+    *,
+    gpus: int,
+    used: int,
+    sharding: str | None,
+    margin: float | None,
+) -> Settled:
+    """``est`` (on ``used`` of the option's ``gpus``) checked for the global batch and headroom.
+
+    A fitting but tight recipe is swapped for the fastest one with headroom; without one it stays
+    with a warning, or is rejected when the request set ``safety_margin``. Estimates that do not fit
+    pass through unchanged (the caller rejects them for VRAM)."""
+    reason = recipe_reason(est, gpus)
+    if reason is not None:
+        return Settled(None, reason)
+    warnings: list[str] = []
+    if est.fits and not is_safe(est, margin):
+
+        def call(w: Workload, gpu: str, count: int, s: str | None) -> Estimate | str:
+            return _estimate(estimator, w, gpu, count, s)
+
+        better = safer(call, workload, est, used, sharding, margin)
+        if better is not None:
+            est = better
+        elif margin is not None:
+            return Settled(None, NO_VRAM_MARGIN)
+        else:
+            warnings.append(tight_warning(est))
+    idle = gpus - used
+    if idle > 0 and est.recipe is not None:
+        est = est.model_copy(update={"recipe": est.recipe.model_copy(update={"idle_gpus": idle})})
+        warnings.append(idle_warning(idle, gpus, workload.global_batch_size))
+    return Settled(est, None, tuple(warnings))

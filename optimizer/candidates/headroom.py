@@ -1,0 +1,96 @@
+"""Headroom: prefer a recipe that fits the card at the upper end of its memory range.
+
+The estimator picks the fastest recipe whose point estimate fits. An option generated from it may
+then sit at 98 % of its card, where a real run can run out of memory (the estimate's range says
+how far the truth may lie above the point). So option generation checks each fitting estimate:
+
+* ``safety_margin`` None (default): the recipe is *safe* when the range's upper end fits the card
+  and the point stays below ``NEAR_CAPACITY`` of it. A tight recipe is replaced by the fastest safe
+  one (a smaller micro-batch, or checkpointing, where the request left them ``auto``); when none
+  exists the tight one stays, with a warning the option carries.
+* ``safety_margin`` m: the point estimate must stay within ``(1 - m)`` of the card; a recipe that
+  cannot is rejected (``NO_VRAM_MARGIN``): the user traded cost for that certainty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from optimizer.estimator.ranges import NEAR_CAPACITY
+from optimizer.estimator.recipe import concrete_workload, divisors, per_gpu_share
+from optimizer.estimator.workload import Workload
+from optimizer.results import Estimate
+
+EstimateFn = Callable[[Workload, str, int, "str | None"], "Estimate | str"]
+
+
+def usable_gb(est: Estimate) -> float:
+    v = est.details.get("usable_vram_gb") if est.details else None
+    return float(v) if isinstance(v, int | float) else float(est.gpu_vram_gb)
+
+
+def upper_gb(est: Estimate) -> float:
+    rng = est.range.get("total_per_gpu") if est.range else None
+    return float(rng[1]) if rng else est.memory_gb.total_per_gpu
+
+
+def is_safe(est: Estimate, margin: float | None) -> bool:
+    usable = usable_gb(est)
+    point = est.memory_gb.total_per_gpu
+    if margin is not None:
+        return point <= usable * (1.0 - margin)
+    return upper_gb(est) <= usable and point < NEAR_CAPACITY * usable
+
+
+TIGHT_PREFIX = "tight fit:"
+
+
+def tight_warning(est: Estimate) -> str:
+    usable = usable_gb(est)
+    point = est.memory_gb.total_per_gpu
+    return (
+        f"{TIGHT_PREFIX} {point:.1f} of {usable:.0f} GB on {est.gpu} ({point / usable:.0%}), upper end of the "
+        f"estimate {upper_gb(est):.1f} GB; no recipe with more headroom fits, so a real run may run out of "
+        "memory (set safety_margin to rule such options out)"
+    )
+
+
+def _tries(w: Workload, est: Estimate) -> list[tuple[int, bool]]:
+    """Recipes with less memory than ``est``'s, fastest first within each checkpointing choice."""
+    r = est.recipe
+    assert r is not None
+    micro_free = w.micro_batch_size == "auto" and w.gradient_accumulation_steps is None
+    share = per_gpu_share(w.global_batch_size, r.data_parallel_gpus)
+    micros = [m for m in divisors(share) if m <= r.micro_batch_size] if micro_free else [r.micro_batch_size]
+    micros.sort(reverse=True)
+    ckpts = [r.gradient_checkpointing]
+    if w.gradient_checkpointing == "auto" and not r.gradient_checkpointing:
+        ckpts.append(True)
+    out: list[tuple[int, bool]] = []
+    for c in ckpts:
+        out.extend((m, c) for m in micros if (m, c) != (r.micro_batch_size, r.gradient_checkpointing))
+    return out
+
+
+def safer(
+    estimate: EstimateFn, w: Workload, est: Estimate, count: int, sharding: str | None, margin: float | None
+) -> Estimate | None:
+    """The fastest safe recipe for the same GPUs and sharding, or None. At most one safe recipe per
+    checkpointing choice is estimated beyond the misses (the largest safe micro-batch is the
+    fastest of its choice)."""
+    if est.recipe is None:
+        return None
+    found: list[Estimate] = []
+    done: set[bool] = set()
+    for micro, ckpt in _tries(w, est):
+        if ckpt in done:
+            continue
+        trial = estimate(concrete_workload(w, est.recipe.data_parallel_gpus, micro, ckpt), est.gpu, count, sharding)
+        if isinstance(trial, str) or not trial.fits or trial.recipe is None:
+            continue
+        if is_safe(trial, margin):
+            # What the request left to ``auto`` is still what was chosen here.
+            recipe = trial.recipe.model_copy(update={"chosen": est.recipe.chosen})
+            found.append(trial.model_copy(update={"recipe": recipe}))
+            done.add(ckpt)
+    return max(found, key=lambda e: e.tokens_per_second, default=None)

@@ -1,0 +1,114 @@
+"""The amount of training (tokens, samples, epochs, dataset size) apart from everything else.
+
+Memory, speed and the recipe of an estimate do not depend on how much is trained; a run's
+tokens, FLOPs, hours and its dataset's share of host RAM and disk do. So the estimator memoises
+its expensive part on ``Workload.rate_key()`` (the workload without ``AMOUNT_FIELDS``) and derives
+the amount's figures here, from the memory and throughput it kept: a quote that only changes
+``tokens`` costs no new memory model, recipe search or throughput model.
+
+``figures`` is what the estimator itself computes an estimate's amount-dependent figures with, and
+``at_amount`` recomputes them with the same function for another amount, so an estimate reached
+either way is the same, figure for figure (``tests/unit/test_amounts.py`` holds it to that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from optimizer.estimator.host import HostDetail, host_needs
+from optimizer.estimator.throughput import run_hours, run_tokens, train_flops
+from optimizer.estimator.workload import AMOUNT_FIELDS, Workload
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from optimizer.estimator.memory import MemoryParts
+    from optimizer.estimator.shapes import ModelShape
+    from optimizer.estimator.throughput import Throughput
+    from optimizer.results import Estimate
+
+# Key in ``Estimate.details`` holding the estimate's ``AmountBasis`` (never serialised: the
+# ``Estimate.details`` serializer leaves out keys that start with "_").
+BASIS_KEY = "_amount"
+
+
+@dataclass(frozen=True, slots=True)
+class AmountBasis:
+    """What an estimate's amount-dependent figures are computed from: the memory and throughput
+    the estimator found for the (concrete) workload ``w``, on ``gpu_count`` GPUs under ``sharding``."""
+
+    shape: ModelShape
+    w: Workload
+    mem: MemoryParts
+    tp: Throughput
+    gpu_count: int
+    sharding: str
+
+
+@dataclass(frozen=True, slots=True)
+class AmountFigures:
+    hours: float  # rounded as the estimate shows it
+    hour_parts: dict[str, float]
+    host: HostDetail
+    train_flops: float  # rounded as the estimate shows it
+
+
+def figures(b: AmountBasis) -> AmountFigures:
+    """A run's hours, host needs and FLOPs for ``b.w``'s amount of training."""
+    w = b.w
+    tps = b.tp.tokens_per_second
+    hours, parts = run_hours(run_tokens(b.shape, w), tps, b.shape, w, b.mem, b.gpu_count, b.sharding)
+    host = host_needs(b.shape, w, b.mem, b.gpu_count, tps, b.sharding, b.tp.samples_per_second)
+    return AmountFigures(
+        hours=float(round(hours, 4)),
+        hour_parts=dict(parts),
+        host=host,
+        train_flops=float(f"{train_flops(b.shape, w):.6e}"),
+    )
+
+
+_FIELDS = tuple(sorted(AMOUNT_FIELDS))
+
+
+def amount_of(w: Workload) -> tuple[float | None, ...]:
+    """The amount of training ``w`` asks for, as its ``AMOUNT_FIELDS`` in a fixed order."""
+    return tuple(getattr(w, f) for f in _FIELDS)
+
+
+def amount_kind(w: Workload) -> tuple[str, ...]:
+    """Which ``AMOUNT_FIELDS`` ``w`` gives (an image model refuses tokens but takes samples)."""
+    return tuple(f for f in _FIELDS if getattr(w, f) is not None)
+
+
+def same_amount(est: Estimate, w: Workload) -> bool:
+    """Whether ``est`` already holds ``w``'s amount of training (or has no basis to move)."""
+    basis = est.details.get(BASIS_KEY) if est.details else None
+    return not isinstance(basis, AmountBasis) or amount_of(basis.w) == amount_of(w)
+
+
+def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload], None] | None = None) -> Estimate:
+    """``est`` (memoised for some amount of training) for the amount ``w`` asks for.
+
+    ``check``: the estimator's validation of the amount against the model (image models count
+    samples, not tokens), run whenever the amount differs. An estimate without a basis (not made
+    by the estimator's model) is returned as it is."""
+    basis = est.details.get(BASIS_KEY) if est.details else None
+    if not isinstance(basis, AmountBasis):
+        return est
+    want = amount_of(w)
+    if amount_of(basis.w) == want:
+        return est
+    if check is not None:
+        check(basis.shape, w)
+    moved = replace(basis, w=basis.w.model_copy(update=dict(zip(_FIELDS, want, strict=True))))
+    f = figures(moved)
+    details = {
+        **est.details,
+        "hours_parts": f.hour_parts,
+        "host_ram_parts_gb": f.host.ram_parts_gb,
+        "host_disk_parts_gb": f.host.disk_parts_gb,
+        BASIS_KEY: moved,
+    }
+    return est.model_copy(update={"hours": f.hours, "train_flops": f.train_flops, "host": f.host.needs,
+                                  "details": details})

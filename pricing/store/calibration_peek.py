@@ -1,0 +1,26 @@
+"""The learnt calibration read with sqlite3 alone: the CLI's quick quote path (a prepared reader)
+answers without loading SQLAlchemy, and so must this read."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from optimizer.bill_calibration import FORMULA
+from optimizer.runs import CalibrationFactor
+
+
+def calibration_from_file(path: Path) -> list[CalibrationFactor]:
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            rows = conn.execute(
+                "SELECT provider, gpu, hours_factor, rate_factor, runs FROM bill_calibration ORDER BY provider, gpu"
+            ).fetchall()
+    except sqlite3.Error:
+        return []  # a store from before migration 0005: nothing learnt yet
+    return [
+        CalibrationFactor(provider=p, gpu=g, hours_factor=h, rate_factor=r, formula=FORMULA,
+                          runs=list(json.loads(runs) if isinstance(runs, str) else runs or []))
+        for p, g, h, r, runs in rows
+    ]

@@ -1,0 +1,71 @@
+"""Stored measurements read without SQLAlchemy: an SQLite store's with plain ``sqlite3``
+(read-only), for the CLI paths that answer without opening the store the full way
+(``service.prepared``, ``gpucost estimate``); ``measurements_of`` picks the way for a price source.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
+
+from optimizer.measurement import Measurement
+
+logger = logging.getLogger(__name__)
+
+# Bounds what one read loads (the store refuses more).
+MAX_MEASUREMENTS = 10_000
+
+
+def from_record(record: Any) -> Measurement | None:
+    try:
+        return Measurement.model_validate(record)
+    except ValidationError as exc:  # a record an older or newer gpucost wrote: skipped, not fatal
+        logger.warning("stored measurement skipped (%s)", exc.errors()[0].get("msg"))
+        return None
+
+
+def read_sqlite(path: Path) -> list[Measurement]:
+    """The measurements of the SQLite store at ``path``, read-only; none when the file or its
+    table is not there yet (nothing was ever added)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute(
+            "SELECT record FROM measurements ORDER BY measured_at DESC, id LIMIT ?", (MAX_MEASUREMENTS,)
+        ).fetchall()
+    except sqlite3.Error:  # no such table: the store predates its migration, so holds none
+        return []
+    finally:
+        conn.close()
+    out = []
+    for (text,) in rows:
+        try:
+            record = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if (m := from_record(record)) is not None:
+            out.append(m)
+    return out
+
+
+def measurements_of(prices: Any) -> list[Measurement]:
+    """The measurements beside a price source: a ``PriceStore`` (its engine), a prepared reader
+    (its SQLite file), or nothing else (fakes in tests: none)."""
+    if getattr(prices, "engine", None) is not None and hasattr(prices, "_read"):
+        from pricing.store.measurements import list_measurements
+
+        return list_measurements(prices)
+    db_file = getattr(prices, "db_file", None)
+    if isinstance(db_file, Path):
+        return read_sqlite(db_file)
+    return []

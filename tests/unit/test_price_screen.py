@@ -1,0 +1,56 @@
+"""Issue 19: suspect prices (far below the provider's usual level, or too old) are not planned on
+by default, and never set a plausible offer aside in the pruned offer index."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from optimizer.candidates import generate
+from optimizer.candidates.offer_groups import OfferIndex
+from optimizer.estimator.workload import Constraints
+from optimizer.price_warnings import SUSPECT_FAR, SUSPECT_OLD, SUSPECT_SPOT, price_screen
+from optimizer.quote import quote
+from tests.unit.decide_fakes import WORKLOAD, FakeEstimator, offer
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+MARKET = [offer(f"m{i}", "A100", 1, p, spot=p * 0.6) for i, p in enumerate((3.0, 3.2, 3.4, 3.6))]
+
+
+def test_screen_reasons() -> None:
+    cheap = offer("cheap", "A100", 1, 0.9)  # under a third of the 3.3 median
+    low_spot = offer("lowspot", "A100", 1, 3.1, spot=0.3)  # under 15 % of it
+    old = offer("old", "A100", 1, 3.2).model_copy(update={"as_of": datetime(2022, 1, 1, tzinfo=UTC)})
+    fine = offer("fine", "A100", 1, 1.5, spot=1.0)  # cheap but within the bounds
+    s = price_screen([*MARKET, cheap, low_spot, old, fine], NOW)
+    assert s.reasons(cheap) == (SUSPECT_FAR, None)
+    assert s.reasons(low_spot) == (None, SUSPECT_SPOT)
+    assert s.reasons(old) == (SUSPECT_OLD, SUSPECT_OLD)
+    assert s.reasons(fine) == (None, None)
+
+
+def test_a_suspect_price_is_rejected_unless_allowed() -> None:
+    cheap = offer("cheap", "A100", 1, 0.5)
+    offers = [*MARKET, cheap]
+    kw = {"prices_as_of": {}, "snapshot_id": "t", "estimator": FakeEstimator(), "now": NOW}
+    q = quote(WORKLOAD, Constraints(include_local=False), offers, [], **kw)  # type: ignore[arg-type]
+    assert q.best is not None and q.best.instance_type != "cheap"
+    assert any(g.reason == SUSPECT_FAR and "aws/cheap" in g.examples for g in q.rejected)
+    allowed = quote(WORKLOAD, Constraints(include_local=False, allow_suspect_prices=True), offers, [],
+                    **kw)  # type: ignore[arg-type]
+    assert allowed.best is not None and allowed.best.instance_type == "cheap"
+    assert allowed.best.price_age_days is not None and allowed.best.price_age_days > 0
+
+
+def test_the_index_never_prunes_a_plausible_offer_for_a_suspect_one() -> None:
+    # Same group, more host and a far lower (suspect) price: unscreened it dominates "real".
+    real = offer("real", "A100", 1, 2.9, ram_gb=600, vcpus=100)
+    bogus = offer("bogus", "A100", 1, 0.3, ram_gb=1024, vcpus=128)
+    idx = OfferIndex.build([*MARKET, real, bogus])
+    screened = idx.view(Constraints())
+    assert "real" in {o.instance_type for o in screened.offers}
+    assert "bogus" not in {o.instance_type for o in screened.offers}
+    assert any(g.reason == SUSPECT_FAR for g in screened.left_out)
+    unscreened = idx.view(Constraints(allow_suspect_prices=True))
+    assert "real" not in {o.instance_type for o in unscreened.offers}  # dominated by the bogus price
+    cs = generate(WORKLOAD, Constraints(include_local=False), screened.offers, [], estimator=FakeEstimator())
+    assert cs.ranked

@@ -1,0 +1,108 @@
+"""Spot risk per offer (optimizer.spot_risk): rates from the bundled Spot Advisor buckets or a
+marked prior, Young's interval, saving on notice, the closed form against the simulation, and the
+can't-be-late fallback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from optimizer import spot_risk as sr
+
+
+def test_bucket_rates_rise_with_the_bucket_and_come_from_the_bundled_table() -> None:
+    rates = [sr.bucket_rate_per_hour(b) for b in ("<5%", "5-10%", "10-15%", "15-20%", ">20%")]
+    assert rates == sorted(rates) and rates[0] > 0
+    # A share p reclaimed within the horizon: 1 - exp(-rate * horizon) = p.
+    assert 1 - math.exp(-rates[-1] * sr.BUCKET_HORIZON_HOURS) == pytest.approx(sr.BUCKET_SHARE[">20%"])
+    # Rows of the Spot Advisor export (2025-11-30): p4d.24xlarge us-east-1 is ">20%", p5.48xlarge "5-10%".
+    p4d = sr.spot_rate("aws", "us-east-1", "p4d.24xlarge")
+    p5 = sr.spot_rate("aws", "us-east-1", "p5.48xlarge")
+    assert (p4d.bucket, p5.bucket) == (">20%", "5-10%")
+    assert p4d.interruptions_per_hour > p5.interruptions_per_hour
+    assert "aws-spot-advisor:2025-11-30" in p4d.source and p4d.source.endswith(">20%")
+    assert p4d.warning_hours == pytest.approx(2 / 60)
+
+
+def test_providers_without_published_rates_get_a_marked_prior() -> None:
+    gcp = sr.spot_rate("gcp", "us-central1", "a2-highgpu-1g")
+    assert gcp.source.startswith("prior:") and gcp.bucket is None
+    assert gcp.interruptions_per_hour == sr.PRIOR_RATE_PER_HOUR
+    assert gcp.warning_hours == pytest.approx(30 / 3600)
+    # An AWS type/region the table lacks (p4d.24xlarge eu-north-1 has prices but no bucket) is a prior too.
+    missing = sr.spot_rate("aws", "eu-north-1", "p4d.24xlarge")
+    assert missing.source.startswith("prior:")
+    assert sr.spot_rate("vast", "x", "y").warning_hours == 0.0
+
+
+def _job(train: float = 10.0, ckpt_gb: float = 0.6, nodes: int = 1, rate: sr.SpotRate | None = None,
+         interval: float | None = None) -> sr.SpotJob:
+    return sr.SpotJob(train, 0.2, nodes, rate or sr.spot_rate("aws", "us-east-1", "p4d.24xlarge"), ckpt_gb, interval)
+
+
+def test_young_interval_and_what_a_reclaim_loses() -> None:
+    small = _job(ckpt_gb=0.6)  # QLoRA-sized: written in seconds, inside AWS's two-minute notice
+    assert small.saves_on_notice
+    assert small.tau == pytest.approx(math.sqrt(2 * small.checkpoint_hours / small.job_rate))
+    assert small.loss_hours == pytest.approx(small.restart_hours)
+    big = _job(ckpt_gb=112.0)  # a full 8B checkpoint (14 bytes/param): minutes, past the notice
+    assert not big.saves_on_notice
+    assert big.loss_hours > big.restart_hours + big.tau / 2
+    fixed = _job(ckpt_gb=112.0, interval=1.0)
+    assert fixed.tau == 1.0
+    # Two nodes: either one's reclaim stops the job.
+    assert _job(nodes=2).job_rate == pytest.approx(2 * small.job_rate)
+    assert sr.checkpoint_gb(8.03e9, "adamw") == pytest.approx(112.42, abs=0.01)
+
+
+def test_closed_form_matches_the_simulated_mean() -> None:
+    # A risky case so that reclaims happen in most runs: 20 h on 4 nodes with a big checkpoint.
+    job = _job(train=20.0, ckpt_gb=112.0, nodes=4)
+    closed = job.setup_hours + sr.expected_train_wall_hours(job)
+    sim = sr.spot_risk_summary(job, spot_hourly_usd=1.0, on_demand_hourly_usd=None, deadline_hours=None,
+                               seed=7, trials=4000)
+    assert sim["expected_reclaims"] > 0.5
+    assert sim["expected_hours"] == pytest.approx(closed, rel=0.03)
+    assert sim["p90_hours"] > sim["p50_hours"] >= job.setup_hours + job.train_hours
+    assert sim["p_meets_deadline"] is None and sim["fallback"] is None
+
+
+def test_simulation_is_seeded() -> None:
+    job = _job(train=20.0, ckpt_gb=112.0, nodes=4)
+    a = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=9.0, deadline_hours=30, seed=11)
+    b = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=9.0, deadline_hours=30, seed=11)
+    c = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=9.0, deadline_hours=30, seed=12)
+    assert a == b and a != c
+
+
+def test_fallback_meets_the_deadline_where_spot_alone_often_does_not() -> None:
+    job = _job(train=20.0, ckpt_gb=112.0, nodes=4)
+    deadline = 27.0
+    alone = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=None, deadline_hours=deadline, seed=3)
+    guarded = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=9.0, deadline_hours=deadline, seed=3)
+    assert alone["p_meets_deadline"] < 0.9
+    assert guarded["p_meets_deadline"] >= 0.99 and guarded["fallback"] == "on_demand"
+    assert 0 < guarded["p_fallback"] < 1
+    # The cost distribution counts the on-demand hours it fell back to.
+    assert guarded["p90_cost_usd"] > alone["p50_cost_usd"]
+    assert guarded["expected_cost_usd"] > alone["expected_cost_usd"] * 0.9
+
+
+def test_a_deadline_with_no_room_for_a_reclaim_starts_on_demand() -> None:
+    job = _job(train=20.0, ckpt_gb=112.0)
+    s = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=9.0, deadline_hours=20.5, seed=1)
+    assert s["p_fallback"] == 1.0 and s["p_meets_deadline"] == 1.0
+    assert s["expected_cost_usd"] == pytest.approx((0.2 + 20.0) * 9.0)
+
+
+def test_a_risky_bucket_costs_more_than_its_price_ratio_and_can_lose_to_on_demand() -> None:
+    # p3.16xlarge in eu-west-2: Spot Advisor ">20%" with savings 0; spot min = max = on demand = 28.712
+    # USD/h in the same export (2025-11-30).
+    rate = sr.spot_rate("aws", "eu-west-2", "p3.16xlarge")
+    assert rate.bucket == ">20%"
+    job = sr.SpotJob(8.0, 0.2, 1, rate, 0.6)
+    s = sr.spot_risk_summary(job, spot_hourly_usd=28.712, on_demand_hourly_usd=28.712, deadline_hours=None, seed=5)
+    assert s["price_ratio"] == 1.0
+    assert s["expected_cost_ratio"] > s["price_ratio"]
+    assert s["expected_cost_usd"] > s["on_demand_cost_usd"]
