@@ -33,7 +33,7 @@ from optimizer.candidates import (
     default_estimator,
     generate,
 )
-from optimizer.candidates.bounds import OfferFloors, OfferGroups
+from optimizer.candidates.bounds import OfferFloors, OfferGroups, committed_floor_usd
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.quotas import QuotaBook, draws, drop_short, plan_caps, vcpus_lookup
 from optimizer.explain import rejected_groups, solver_info
@@ -47,6 +47,7 @@ from optimizer.ilp.portfolio_solve import PLAN_GAP_REL, PortfolioSolve, solve_po
 from optimizer.plan_commitments import (
     CommitItem,
     CommitPool,
+    cheapest_per_length,
     commit_items,
     commitment_pools,
     committed_run,
@@ -172,8 +173,10 @@ class _Prepared:
     # without floors), and those the floors left out of each job's last look.
     offers_priced: int = 0
     offers_skipped: int = 0
-    # Per job: the rentals its search ranked (where a commitment would be placed).
+    # Per job: the on-demand rentals of committable offers that could carry its cheapest committed
+    # run (where a commitment would be placed), and the committable offers priced to find them.
     ranked: dict[str, list[Candidate]] = dataclasses.field(default_factory=dict)
+    committable_priced: int = 0
 
 
 def _distinct_providers(ranked: Sequence[Candidate], n: int) -> list[Candidate]:
@@ -227,6 +230,65 @@ def _cheapest_rentals(
     return _distinct_providers(found.ranked, n), found, priced + len(offers), 0
 
 
+def _committed_per_run(ranked: Sequence[Candidate], offers: Sequence[Offer]) -> float | None:
+    """The cheapest committed run among ``ranked``, as ``plan_commitments.commitment_pools`` finds it."""
+    pools = commitment_pools({"job": ranked}, offers).get("job")
+    if not pools:
+        return None
+    rental = pools[0].rental
+    return min(p.commitment.effective_hourly_usd for p in pools) * rental.nodes * rental.hours
+
+
+def _committable_rentals(
+    offers: list[Offer],
+    floors: OfferFloors | None,
+    search: Callable[[list[Offer]], CandidateSet],
+    a: CostAssumptions,
+) -> tuple[list[Candidate], int]:
+    """Every on-demand rental of a committable offer that could carry the job's cheapest committed
+    run, ranked as pricing every committable offer ranks them; and the offers priced.
+
+    The commitment goes on the rental whose committed run is cheapest (``plan_commitments``), so
+    it is looked for among all offers with terms, not only among the rentals cheapest on demand
+    (what the rental search guarantees), and the answer is the same with floors and without:
+    offers are priced lowest committed floor first (``bounds.committed_floor_usd``), and a look
+    whose cheapest committed run costs ``bar`` is widened to every offer with a floor up to it.
+    """
+    def rate(o: Offer) -> float | None:
+        terms = cheapest_per_length(o)
+        return min(t.effective_hourly_usd for t in terms) if terms else None
+
+    if floors is None:
+        pool = [o for o in offers if rate(o) is not None]
+        return list(search(pool).ranked) if pool else [], len(pool)
+    rows = []  # (catalog place, offer, committed floor), in catalog order
+    for o, h, place in zip(floors.offers, floors.gpu_hours, floors.position, strict=True):
+        r = rate(o)
+        if r is not None:
+            rows.append((place, o, committed_floor_usd(o, h, r, assumptions=a)))
+    rows.sort(key=lambda t: t[0])
+    if not rows:
+        return [], 0
+    ordered = sorted(f for _, _, f in rows)
+    priced = 0
+    threshold = ordered[0] * FIRST_TIER_FACTOR
+    while 0 < ordered[0] < float("inf") and threshold < ordered[-1]:
+        look = [o for _, o, f in rows if f <= threshold]
+        found = search(look)
+        priced += len(look)
+        best = _committed_per_run(found.ranked, look)
+        if best is not None:
+            bar = best * (1 + FLOOR_TOLERANCE_REL)
+            if bar > threshold:
+                look = [o for _, o, f in rows if f <= bar]
+                found = search(look)
+                priced += len(look)
+            return list(found.ranked), priced
+        threshold *= TIER_GROWTH
+    pool = [o for _, o, _ in rows]
+    return list(search(pool).ranked), priced + len(pool)
+
+
 def _floors_apply(estimator: Estimator) -> bool:
     """Whether ``estimator`` is the product's (or a wrapper declaring it with ``functools.wraps``,
     which passes its estimates through): the cost floors follow that estimator's formulas."""
@@ -245,6 +307,7 @@ def _prepare(
     rentals_per_job: int = RENTALS_PER_JOB,
     prune: bool = True,
     quota_book: QuotaBook | None = None,
+    commitments: bool = True,
 ) -> _Prepared:
     out = _Prepared([], {}, {}, [])
     # constraints.respect_quotas: rentals one run of which the account cannot launch are dropped,
@@ -256,18 +319,25 @@ def _prepare(
         c = constraints.model_copy(update={"deadline_hours": job.deadline_hours, "budget_usd": None})
         cloud_c = c.model_copy(update={"include_local": False})
 
-        def search(subset: list[Offer], w: Workload = job.workload, cc: Constraints = cloud_c) -> CandidateSet:
+        def search(
+            subset: list[Offer], w: Workload = job.workload, cc: Constraints = cloud_c, top: int = rentals_per_job * 4,
+        ) -> CandidateSet:
             if quota_book is not None and vcpus_of is not None:
                 found = generate(
-                    w, cc, subset, [], runs=1, top=rentals_per_job * 4, estimator=estimator,
+                    w, cc, subset, [], runs=1, top=top, estimator=estimator,
                     shardings=shardings, assumptions=a,
                 )
                 drop_short(found, quota_book, vcpus_of)
                 return found
             return generate(
-                w, cc, subset, [], runs=1, top=rentals_per_job * 4, estimator=estimator,
+                w, cc, subset, [], runs=1, top=top, estimator=estimator,
                 shardings=shardings, assumptions=a,
             )
+
+        def search_committable(subset: list[Offer], cc: Constraints = cloud_c) -> CandidateSet:
+            # Commitments go on on-demand rentals; every configuration is ranked (no cut at ``top``).
+            on_demand = cc.model_copy(update={"allow_spot": False})
+            return search(subset, cc=on_demand, top=max(1, len(subset)) * max(1, a.max_nodes) * 8)
 
         floors = (
             groups.floors(job.workload, allow_spot=constraints.allow_spot, assumptions=a)
@@ -277,7 +347,9 @@ def _prepare(
         picked, cloud, priced, skipped = _cheapest_rentals(offers, floors, rentals_per_job, search)
         out.offers_priced += priced
         out.offers_skipped += skipped
-        out.ranked[job.name] = list(cloud.ranked)
+        if commitments:
+            out.ranked[job.name], committable = _committable_rentals(offers, floors, search_committable, a)
+            out.committable_priced += committable
         # Builds bought ahead for the plan: their lead time is modelled per month, not per run.
         local_c = c.model_copy(update={"deadline_hours": None})
         local = generate(
@@ -379,7 +451,7 @@ def plan(
     caps = plan_caps(book) if book is not None else None
     per_job = RENTALS_PER_JOB if quotas_gpu_hours or caps else 1
     prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a, per_job,
-                    quota_book=book)
+                    quota_book=book, commitments=commitments)
     by_id = {b.id: b for b in build_list}
     used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
     pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)
@@ -392,7 +464,8 @@ def plan(
             for pool in ps:
                 prep.local.setdefault(job_name, {})[pool.id] = committed_run(pool.rental)
     timing = {"prepare_s": time.perf_counter() - t0, "build_s": 0.0, "solve_s": 0.0}
-    search = {"offers_priced": prep.offers_priced, "offers_skipped": prep.offers_skipped}
+    search = {"offers_priced": prep.offers_priced, "offers_skipped": prep.offers_skipped,
+              "committable_offers_priced": prep.committable_priced}
 
     def run(pjobs: list[PortfolioJob], pb: list[PortfolioBuild],
             budgets: Mapping[str, float] | None = None) -> PortfolioSolve:

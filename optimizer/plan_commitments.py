@@ -2,8 +2,9 @@
 over the horizon, and the ``commit`` lines of the answer.
 
 For each job, the rental the commitment would be on is the one whose committed run is cheapest
-(its offer's cheapest term rate x nodes x hours), among the on-demand rentals the job's search
-priced. Of that offer's terms, one per term length is offered to the model (the cheapest
+(its offer's cheapest term rate x nodes x hours), among the on-demand rentals of every offer with
+terms (``plan._committable_rentals`` prices those that could be cheapest, the same with cost floors
+and without). Of that offer's terms, one per term length is offered to the model (the cheapest
 effective rate of that length: a standard all-upfront reserved instance usually), so the model
 chooses length, start month and count, not among payment options that cost more for the same term.
 

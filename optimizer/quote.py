@@ -100,10 +100,11 @@ def quote(
     )
     annotate(q, calibration or {})
     annotate_options([q.best, q.fastest, *q.options], book, vcpus_of)
-    # Usual price levels come from ``price_reference`` (every offer) when the offers were pruned.
+    # Usual price levels come from ``price_reference`` (every offer) when the offers were pruned,
+    # or from the levels a pruned view carries (``offer_groups.OfferList.part``): the same as the screen's.
     shown = ([q.best] if q.best is not None else []) + q.options
     q.warnings.extend(price_warnings(shown, offers, prices_as_of, now=now,
-                                     stale_after_days=stale_after_days, reference=price_reference))
+                                     stale_after_days=stale_after_days, reference=catalog))
     with_price_ages(q, now)
     with_commitments([q.best, q.fastest, *q.options], offers)
     return q

@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from optimizer.errors import GpucostError, InvalidInput
-from service.cli_help import print_version
+from service.cli_help import decorate, print_version  # --version, examples in help, completion of names
 
 try:  # typer >= 0.20 vendors click and raises its own copies of click's exceptions
     from typer._click import exceptions as _typer_click
@@ -92,6 +92,13 @@ def usage_message(exc: Exception, argv: list[str]) -> str:
 
 
 class _Group(TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The root group (subcommand groups are typer's own class), built from its commands: add
+        # the examples and completions here, so every way of running the app shows them, ``main``
+        # and ``app()`` / typer's CliRunner alike.
+        decorate(self)
+
     def invoke(self, ctx: click.Context) -> Any:
         argv = [*getattr(ctx, "protected_args", []), *ctx.args]
         try:
@@ -184,9 +191,7 @@ def _command(typer_app: typer.Typer) -> click.Command:
     would otherwise make that command the whole program), with the completion options."""
     group = typer.main.get_group(typer_app)
     group.params.extend(typer.main.get_install_completion_arguments())
-    from service.cli_help import decorate  # --version, examples in help, completion of names
-
-    return decorate(group)
+    return group  # examples and completions: added as _Group is built
 
 
 def main() -> NoReturn:

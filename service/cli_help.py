@@ -80,7 +80,35 @@ def print_version(value: bool) -> None:
         raise SystemExit(0)
 
 
-def _examples(lines: list[str]) -> str:
+# Help is 80 columns wide (service.cli); click indents the epilog by 2 and each example by 2 more.
+_HELP_WIDTH = 80
+_EXAMPLE_INDENT = 4
+
+
+def _wrapped(example: str) -> list[str]:
+    """``example`` in lines that fit the help's width, continued shell-style (`` \\``) and broken
+    only before a flag, a pipe or a redirection, so each flag stays beside its value and the
+    lines still paste into a shell as one command. A piece longer than a line stays whole."""
+    pieces: list[str] = []
+    for word in example.split():
+        if pieces and (word == "-" or not word.startswith(("-", "|", ">", "<"))):  # "-": stdin, a value
+            pieces[-1] += f" {word}"
+        else:
+            pieces.append(word)
+    lines = [pieces[0]]
+    for piece in pieces[1:]:
+        indent = _EXAMPLE_INDENT if len(lines) == 1 else _EXAMPLE_INDENT + 4
+        # Room for the line, a space, the piece and the " \\" this line then ends with.
+        if indent + len(lines[-1]) + 1 + len(piece) + 2 <= _HELP_WIDTH:
+            lines[-1] += f" {piece}"
+        else:
+            lines[-1] += " \\"
+            lines.append(f"    {piece}")
+    return lines
+
+
+def _examples(examples: list[str]) -> str:
+    lines = [line for example in examples for line in _wrapped(example)]
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 

@@ -50,7 +50,8 @@ logger = logging.getLogger(__name__)
 FORMAT = 1
 SNAPSHOTS_KEPT = 4
 # Modules whose code decides what a prepared file holds and means.
-_SHAPING = ("optimizer.candidates.offer_groups", "optimizer.candidates.estimator", "optimizer.estimator.gpus",
+_SHAPING = ("optimizer.candidates.offer_groups", "optimizer.candidates.commitment_cover",
+            "optimizer.candidates.estimator", "optimizer.estimator.gpus",
             "optimizer.price_warnings", "optimizer.offer", "optimizer.storage_prices", __name__)
 
 

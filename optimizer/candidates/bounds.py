@@ -1,18 +1,15 @@
 """Floors on what a rental can cost a job per run, without running the estimator.
 
 Why ``single_gpu_hours_floor`` is a floor on the estimator's GPU-hours (``estimator.throughput``):
-a micro-step's time is ``step_s = local_s + comm_s - OVERLAP_COMM * min(local_s, comm_s)``, which
-is at least ``local_s`` while ``OVERLAP_COMM <= 1``; ``local_s >= gpu_s = compute_s + memory_s >=
-compute_s`` (memory traffic, launch time, step overhead and offload only add: their constants
-are non-negative), and ``compute_s = tokens * hw_fpt / (peak * eff)``, with the peak and matmul
-efficiency this module reads from the same functions and fitted constants (no estimate is
-scaled by measured rows afterwards). So the tokens per second of ``n`` GPUs are at most ``n * peak * eff /
-hw_fpt`` and a run's training hours at least ``run_tokens * hw_fpt / (n * peak * eff)``: on any
-count of GPUs the run takes at least that many GPU-hours, where ``n = 1``. The recipe fitter
-changes only the micro-batch, accumulation and checkpointing, never method or precision, so
-``hw_fpt`` is taken without recomputation unless the workload pins checkpointing on. The image
-models follow the same formulas (per image for a CNN, with its convolution efficiency and peak;
-per patch token for a ViT), and the estimate's other hours (setup, download, checkpoints) only add.
+a run on ``n`` GPUs takes ``n`` times its training hours, ``run_tokens`` times the GPU-seconds per
+token of its micro-step, and ``candidates.step_floor`` bounds those from below for every recipe
+option generation may price on the GPU type (micro-batch, accumulation, checkpointing and
+sharding as the workload allows, the global batch kept exactly, the card's precision): compute at
+the fitted matmul efficiency, the memory traffic of activations, logits, weights and the
+optimizer's update, launch time, per-step overhead and offload, each as the estimator computes
+it, at the least the choices allow. Communication, data-parallel step costs and the estimate's
+other hours (setup, download, checkpoints) only add, and no estimate is scaled by measured rows
+afterwards. The floor reads the estimator's constants as they are when it is computed.
 
 Why ``rental_floor_usd`` is a floor on an offer's cost per run (``candidates.cloud``): a
 configuration on ``nodes`` x ``gpus_per_node`` GPUs costs ``price * nodes * billed(setup +
@@ -31,21 +28,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optimizer.candidates.cloud import _filter_offers
 from optimizer.candidates.rejections import RejectionTally
+from optimizer.candidates.step_floor import gpu_seconds_per_token_floor
 from optimizer.candidates.types import CostAssumptions
 from optimizer.errors import GpucostError
 from optimizer.estimator import calibration as cal
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.shapes import resolve_model
-from optimizer.estimator.throughput import (
-    effective_peak_tflops,
-    matmul_efficiency,
-    run_tokens,
-    training_flops_per_token,
-)
+from optimizer.estimator.throughput import run_tokens
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import Offer
 
@@ -60,12 +53,7 @@ def single_gpu_hours_floor(workload: Workload, gpu: str) -> float:
     """
     shape = resolve_model(workload.model)
     spec = gpu_spec(gpu)
-    model_fpt, hardware_fpt = training_flops_per_token(shape, workload)
-    # ``auto`` may be fitted either way; the cheaper count of FLOPs bounds both.
-    fpt = hardware_fpt if workload.gradient_checkpointing is True else model_fpt
-    peak = effective_peak_tflops(spec, workload.precision, convolutions=shape.arch == "cnn")
-    eff = matmul_efficiency(spec, shape)
-    return run_tokens(shape, workload) * fpt / (peak * 1e12 * eff) / 3600.0
+    return run_tokens(shape, workload) * gpu_seconds_per_token_floor(shape, workload, spec) / 3600.0
 
 
 def rental_floor_usd(
@@ -88,6 +76,15 @@ def rental_floor_usd(
     return out
 
 
+def committed_floor_usd(offer: Offer, gpu_hours: float, hourly_usd: float, *, assumptions: CostAssumptions) -> float:
+    """Least a run on ``offer``'s instances committed at ``hourly_usd`` per instance-hour can cost
+    (``plan_commitments``: the rate times nodes times the run's hours), for a job of at least
+    ``gpu_hours`` GPU-hours: the same product as ``rental_floor_usd`` at another price."""
+    gpn = float(offer.gpu_count)
+    largest = max(1.0, gpn * max(1, assumptions.max_nodes))
+    return hourly_usd / gpn * max(0.0, gpu_hours - ROUNDING_SLACK_HOURS * largest)
+
+
 @dataclass(frozen=True, slots=True)
 class OfferFloors:
     """The offers option generation would price for one job, each with its cost floor.
@@ -102,6 +99,7 @@ class OfferFloors:
     floors: list[float]
     position: list[int]
     leader: list[int]
+    gpu_hours: list[float] = field(default_factory=list)  # each offer's GPU-hours floor
 
     def subset(self, threshold_usd: float) -> list[Offer]:
         """The offers whose floor is at most ``threshold_usd``, with their groups' first offers, in
@@ -134,10 +132,10 @@ class OfferGroups:
         self, workload: Workload, *, allow_spot: bool, assumptions: CostAssumptions
     ) -> OfferFloors | None:
         """Every priceable offer with its floor for ``workload``; None where the floors need not
-        hold (an overlap constant above 1, a negative setup assumption) or the estimator rejects
+        hold (an overlap constant above 1, a negative launch share or setup assumption) or the estimator rejects
         the model or a GPU (option generation then reports it as it does today)."""
         setup = cal.SETUP_HOURS.value if assumptions.setup_hours is None else assumptions.setup_hours
-        if cal.OVERLAP_COMM.value > 1.0 or setup < 0:
+        if cal.OVERLAP_COMM.value > 1.0 or cal.DISPATCH_ADDITIVE_SHARE.value < 0 or setup < 0:
             return None
         hours: dict[str, float] = {}
         out = OfferFloors([], [], [], [])
@@ -153,4 +151,5 @@ class OfferGroups:
                 out.floors.append(rental_floor_usd(o, hours[gpu], allow_spot=allow_spot, assumptions=assumptions))
                 out.position.append(place)
                 out.leader.append(leader)
+                out.gpu_hours.append(hours[gpu])
         return out

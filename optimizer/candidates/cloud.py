@@ -429,8 +429,8 @@ def _screened(o: Offer, screen: PriceScreen, allow_spot: bool, tally: RejectionT
         had = o.price_hour is not None or (allow_spot and o.spot_price_hour is not None)
         tally.add((od or sp or NO_PRICE) if had else NO_PRICE, _offer_label(o))
         return None
-    if sp is not None and allow_spot:
-        tally.add(sp, _offer_label(o))  # its spot price is set aside; it may still run on demand
+    # Only the spot price is set aside: the offer goes on (on demand) and is counted once, as
+    # feasible or by the reason it fails later, never also as rejected here.
     return o.model_copy(update={"price_hour": price, "spot_price_hour": spot})
 
 

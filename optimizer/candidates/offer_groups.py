@@ -17,7 +17,11 @@ can tell apart:
 * GPUs and max GPUs: the GPU and the count are part of the group;
 * spot: without spot only on-demand prices count (a smaller frontier); with spot an offer must be
   beaten on both prices, missing prices counting as infinitely dear, by an offer of the same
-  reclaim rate and notice (``optimizer.spot_risk``).
+  reclaim rate and notice (``optimizer.spot_risk``);
+* commitments (reserved, savings-plan, capacity-block terms): a plan commits to the offer whose
+  committed run is cheapest and a quote shows each option's terms, so an offer is only set aside
+  by one whose terms are at least as cheap per kind, term and payment
+  (``optimizer.candidates.commitment_cover``).
 
 ``OfferIndex.build(offers)`` prepares nothing up front; each of the four frontiers (provider or
 region level, with or without spot) is computed on first use and kept. ``index_for(key, load)``
@@ -39,6 +43,7 @@ from datetime import UTC, datetime
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from optimizer.candidates.commitment_cover import Terms, covers, sort_rate, terms_of
 from optimizer.candidates.estimator import _canonical
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
@@ -54,6 +59,8 @@ INDEXES_KEPT = 4
 VIEWS_KEPT = 256
 
 _INF = float("inf")
+# (price, spot price, -RAM, -vCPUs, cheapest committed term, catalog place) of one offer in a group.
+_Row = tuple[float, float, float, float, float, int]
 # (provider, region, canonical GPU or the raw name): the finest cell a constraint can select.
 Cell = tuple[str, str, str]
 
@@ -92,6 +99,17 @@ class OfferList(list[Offer]):
     def __init__(self, offers: Iterable[Offer] = ()) -> None:
         super().__init__(offers)
         self.usual_levels_memo: dict[tuple[str, str], float] = {}
+
+    def part(self, offers: Iterable[Offer]) -> OfferList:
+        """Some of these offers, carrying this snapshot's usual price levels (computed here first).
+
+        A quote on a pruned view screens suspect prices (``price_warnings.PriceScreen``) against
+        the levels of every offer, as a quote on the whole list does: medians of the kept offers
+        alone would call other prices suspect and change the answer."""
+        usual_levels(self, set())  # fills this snapshot's memo, so the part never computes its own
+        out = OfferList(offers)
+        out.usual_levels_memo = self.usual_levels_memo
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +164,13 @@ class OfferIndex:
         name no regions (a quarter of the offers). Its views equal this index's views (offers,
         what is left out and why, the total); it is what gets stored per snapshot."""
         levels = (False, True) if regions else (False,)
+        wanted = [(by_region, spot, screened) for by_region in levels for spot in (False, True)
+                  for screened in (False, True)]
+        if not self._complete and any(k not in self._frontiers for k in wanted):
+            # A prepared index holds only its own frontiers' offers: a frontier computed from them
+            # keeps offers the whole catalog sets aside and misses ones it keeps (a plan naming
+            # regions saw 1 of 6 offers after a store's file was written from such an index).
+            return self._fuller_index().prepared(regions)
         for by_region in levels:
             for spot in (False, True):
                 for screened in (False, True):
@@ -196,6 +221,8 @@ class OfferIndex:
         key = (by_region, spot, screened)
         f = self._frontiers.get(key)
         if f is None:
+            if not self._complete:
+                raise LookupError(f"this prepared index lacks the frontier {key}; its offers are too few to compute it")
             with self._lock:
                 f = self._frontiers.get(key)
                 if f is None:
@@ -206,7 +233,9 @@ class OfferIndex:
         """``screened``: suspect prices (``price_warnings.PriceScreen``) count as missing, so a
         suspect price never sets a plausible offer aside; the quote screens the kept rows again."""
         f = _Frontier()
-        groups: dict[tuple[object, ...], list[tuple[float, float, float, float, int]]] = {}
+        groups: dict[tuple[object, ...], list[_Row]] = {}
+        # Commitments an offer may only be set aside with (``commitment_cover``), by offer.
+        terms: dict[int, Terms] = {}
         screen = price_screen(self.offers, datetime.now(UTC)) if screened else None
         for i, o in enumerate(self.offers):
             cell = self._cells[i]
@@ -241,9 +270,12 @@ class OfferIndex:
                 k = (*k, o.region)
             ram = _INF if o.ram_gb is None else o.ram_gb
             cpu = _INF if o.vcpus is None else o.vcpus
-            groups.setdefault(k, []).append((price, spot_price if spot else 0.0, -ram, -cpu, i))
+            t = terms_of(o)
+            if t is not None:
+                terms[i] = t
+            groups.setdefault(k, []).append((price, spot_price if spot else 0.0, -ram, -cpu, sort_rate(t), i))
         for rows in groups.values():
-            kept = _non_dominated(rows)
+            kept = _non_dominated(rows, terms)
             for i in kept:
                 f.kept.setdefault(self._cells[i], []).append(i)
             if len(kept) == len(rows):
@@ -341,8 +373,10 @@ class OfferIndex:
                 for e in f.examples.get((cell, why), ()):
                     _add_example(ex.setdefault(why, []), e)
         # Catalog order, as the full list has it, so ties between equal offers break the same way.
-        picked = [self.offers[i] for i in heapq.merge(*lists)] if len(lists) > 1 else (
-            [self.offers[i] for i in lists[0]] if lists else []
+        picked = self.offers.part(
+            [self.offers[i] for i in heapq.merge(*lists)] if len(lists) > 1 else (
+                [self.offers[i] for i in lists[0]] if lists else []
+            )
         )
         left_out = [
             RejectedGroup(reason=r, count=n, examples=ex[r])
@@ -365,21 +399,24 @@ def _wanted(c: Constraints) -> set[str] | None:
     return _wanted_gpus(c)
 
 
-def _non_dominated(rows: list[tuple[float, float, float, float, int]]) -> list[int]:
-    """Indices of rows no other row beats or equals on price, spot price, RAM and vCPUs.
+def _non_dominated(rows: list[_Row], terms: dict[int, Terms] | None = None) -> list[int]:
+    """Indices of rows no other row beats or equals on price, spot price, RAM and vCPUs while
+    covering its commitments (``commitment_cover``: as cheap per term and payment).
 
-    Rows are ``(price, spot, -ram, -vcpus, index)``; sorted, a row can only be dominated by one
-    before it, and of exact equals the first in catalog order is kept.
+    Rows are ``(price, spot, -ram, -vcpus, cheapest term, index)``; sorted, a row can only be
+    dominated by one before it, and of exact equals the first in catalog order is kept.
     """
     if len(rows) == 1:
-        return [rows[0][4]]
-    out: list[tuple[float, float, float, float, int]] = []
+        return [rows[0][5]]
+    terms = terms or {}
+    out: list[_Row] = []
     for r in sorted(rows):
-        _, s, nram, ncpu, _ = r
-        if any(k[1] <= s and k[2] <= nram and k[3] <= ncpu for k in out):
+        _, s, nram, ncpu, _, i = r
+        mine = terms.get(i)
+        if any(k[1] <= s and k[2] <= nram and k[3] <= ncpu and covers(terms.get(k[5]), mine) for k in out):
             continue
         out.append(r)
-    return [r[4] for r in out]
+    return [r[5] for r in out]
 
 
 def merge_rejected(groups: Sequence[RejectedGroup], left_out: Sequence[RejectedGroup]) -> list[RejectedGroup]:

@@ -17,7 +17,7 @@ from optimizer.estimator.gpus import gpu_family
 from optimizer.offer import LocalBuild, Offer
 from pricing.price_view import PriceView
 from pricing.store.peek import CURRENT_SQL, Current, currents_from, snapshot_key
-from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers, commitments_from_row
+from pricing.store.rows import _OFFER_FIELDS, LOCAL, _builds, _offers
 
 
 def _did_you_mean(name: str, choices: Sequence[str]) -> str:
@@ -143,11 +143,8 @@ class Reads:
         build = _offer_builder()
         with self._read() as conn:
             # Rows were validated as Offer on the way in; constructing skips a second validation.
-            offers = [build(row._asdict()) for row in conn.execute(stmt)]
-        for o in offers:
-            # JSON column -> models; NULL (no commitments) -> [] (the few with terms cost little).
-            o.__dict__["commitments"] = commitments_from_row(o.__dict__.get("commitments"))
-        return offers
+            # Every column reads back as its field's type (commitments as models: CommitmentsJson).
+            return [build(row._asdict()) for row in conn.execute(stmt)]
 
     def offers(
         self,

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from optimizer.offer import Commitment, LocalBuild, Offer
+from optimizer.offer import LocalBuild, Offer
 from pricing.store.schema import (
     LeaseRow,
     LocalBuildRow,
@@ -64,8 +64,3 @@ def _offer_row(snapshot_id: int, offer: Offer) -> dict[str, Any]:
         row["commitments"] = [c.model_dump(mode="json") for c in offer.commitments] or None
     row["snapshot_id"] = snapshot_id
     return row
-
-
-def commitments_from_row(value: list[dict[str, Any]] | None) -> list[Commitment]:
-    """The stored JSON of ``offers.commitments`` as models (validated: it is JSON, not a model)."""
-    return [Commitment.model_validate(c) for c in value] if value else []

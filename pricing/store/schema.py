@@ -31,6 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from optimizer.offer import Commitment
+
 
 class UtcDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every back end.
@@ -53,6 +55,30 @@ class UtcDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class CommitmentsJson(TypeDecorator[list[Commitment]]):
+    """``Offer.commitments`` as a JSON list, read back as ``Commitment`` models.
+
+    Offers are read back with ``Offer.model_construct`` (no validation), so the column itself
+    hands out models: plain dicts there would compare unequal to validated offers and make
+    pydantic warn on every dump. NULL (most offers, and rows stored before migration 0006) reads
+    as an empty list; an empty list is stored as NULL to keep those rows small.
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: list[Commitment | dict[str, Any]] | None,
+                           dialect: Dialect) -> list[dict[str, Any]] | None:
+        if not value:
+            return None
+        return [c.model_dump(mode="json") if isinstance(c, Commitment) else c for c in value]
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> list[Commitment]:
+        # Validated, not constructed: the JSON holds dates as text, and validation parses them
+        # (it is also the faster of the two for these few hundred rows' terms).
+        return [Commitment.model_validate(c) for c in value] if value else []
 
 
 # Stable constraint names, so migrations can refer to them on both back ends.
@@ -123,7 +149,8 @@ class OfferRow(Base):
     source: Mapped[str] = mapped_column(Text, nullable=False)
     as_of: Mapped[datetime] = mapped_column(UtcDateTime, nullable=False)
     # Offer.commitments as dumped JSON (migration 0006); NULL on rows stored before it: none.
-    commitments: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    # Nullable though reads never give None (CommitmentsJson turns NULL into []).
+    commitments: Mapped[list[Commitment]] = mapped_column(CommitmentsJson, nullable=True)
 
 
 class LocalBuildRow(Base):

@@ -48,9 +48,23 @@ def test_cap_on_one_team_shifts_its_runs_to_a_bought_machine(client: TestClient)
 
 
 def test_a_cap_it_cannot_meet_is_an_answer_with_the_reason(client: TestClient) -> None:
-    plan = _plan(client, {"team_budgets": {"vision": 1.0}, "include_local": False})
+    # Nothing to buy and nothing to commit: every run is a rental the team pays for that month.
+    r = client.post("/v1/plan", json={"jobs": JOBS, "horizon_months": 3, "allow_commitments": False,
+                                      "constraints": {"team_budgets": {"vision": 1.0}, "include_local": False}})
+    assert r.status_code == 200, r.text
+    plan = r.json()
     assert plan["total_cost_usd"] is None
-    assert any("vision" in n and "cannot keep to $1.00" in n for n in plan["budget_notes"])  # type: ignore[union-attr]
+    assert any("vision" in n and "cannot keep to $1.00" in n for n in plan["budget_notes"])
+
+
+def test_a_commitment_is_capital_a_capped_team_may_run_on(client: TestClient) -> None:
+    """Committed instances, like bought machines, are capital shared by the teams (capped by
+    capex_budget_usd), not a team's monthly spend: a team capped at $1 a month runs on one."""
+    plan = _plan(client, {"team_budgets": {"vision": 1.0}, "include_local": False})
+    assert plan["total_cost_usd"] is not None and plan["commit"], plan["budget_notes"]
+    for m in range(3):
+        vision = [a for a in plan["assignments"] if a["job"] == "vision-ft" and a["month"] == m]  # type: ignore[union-attr, index]
+        assert sum(a["cost_usd"] for a in vision) <= 1.0 + 0.01
 
 
 def test_bad_team_budget_is_422(client: TestClient) -> None:

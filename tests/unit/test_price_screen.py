@@ -54,3 +54,34 @@ def test_the_index_never_prunes_a_plausible_offer_for_a_suspect_one() -> None:
     assert "real" not in {o.instance_type for o in unscreened.offers}  # dominated by the bogus price
     cs = generate(WORKLOAD, Constraints(include_local=False), screened.offers, [], estimator=FakeEstimator())
     assert cs.ranked
+
+
+def test_a_quote_on_the_pruned_view_screens_against_the_whole_catalog() -> None:
+    # Shrunk from tests/fuzz/test_offer_pruning.py: "cheap" is on demand at a quarter of AWS's
+    # usual A10G level (suspect), its spot price is plausible. The view keeps "cheap" and one of the
+    # seven equal offers; medians over those two alone would call nothing suspect and let the
+    # quote plan on the suspect on-demand price.
+    same = [offer(f"t{i}", "A10G", 1, 2.0, ram_gb=None, vcpus=None) for i in range(1, 8)]
+    cheap = offer("cheap", "A10G", 1, 0.5, spot=0.5, ram_gb=None, vcpus=None)
+    offers = [cheap, *same]
+    c = Constraints(include_local=False, allow_spot=True)
+    kw = {"prices_as_of": {}, "snapshot_id": "t", "estimator": FakeEstimator(), "now": NOW}
+    full = quote(WORKLOAD, c, offers, [], **kw)  # type: ignore[arg-type]
+    view = OfferIndex.build(offers).view(c)
+    assert len(view.offers) < len(offers)
+    pruned = quote(WORKLOAD, c, view.offers, [], **kw)  # type: ignore[arg-type]
+    assert full.best is not None and pruned.best is not None
+    assert (full.best.instance_type, full.best.pricing) == ("cheap", "spot")
+    assert (pruned.best.instance_type, pruned.best.pricing, pruned.best.cost_usd) == (
+        full.best.instance_type, full.best.pricing, full.best.cost_usd)
+
+
+def test_an_offer_whose_spot_price_alone_is_suspect_is_counted_once() -> None:
+    # Its on-demand price is usual, its spot price under 15 % of the level: it runs on demand and
+    # is feasible, not also rejected for the spot price (every offer counted exactly once).
+    offers = [offer("a", "A10G", 1, 2.0), offer("lowspot", "A10G", 1, 1.0, spot=0.2), offer("b", "A10G", 1, 2.0)]
+    q = quote(WORKLOAD, Constraints(include_local=False, allow_spot=True), offers, [], prices_as_of={},
+              snapshot_id="t", estimator=FakeEstimator(), now=NOW)
+    assert q.estimate["feasible_offers"] == 3
+    assert sum(g.count for g in q.rejected) == 0
+    assert all(o.pricing == "on_demand" for o in q.options if o.instance_type == "lowspot")

@@ -39,6 +39,12 @@ def test_gpu_hours_floor_is_below_every_estimate(w: Workload) -> None:
                     est = estimate(w, gpu, n, sh)
                 except GpucostError:
                     continue
+                r = est.recipe
+                if r is not None and r.global_batch_size != r.requested_global_batch_size:
+                    # Option generation never prices a recipe that runs another global batch
+                    # (candidates.batch); the floor counts per-optimizer-step costs (offload, the
+                    # optimizer's update) over the requested batch, so it bounds only those.
+                    continue
                 # Option generation bills the estimate's hours less its setup, on every GPU.
                 train_h = est.hours - est.details["hours_parts"]["setup_hours"]
                 gpu_hours = n * train_h
@@ -55,7 +61,10 @@ def test_checkpointing_counts_only_where_the_workload_pins_it() -> None:
     off = single_gpu_hours_floor(base.model_copy(update={"gradient_checkpointing": False}), "H100")
     on = single_gpu_hours_floor(base.model_copy(update={"gradient_checkpointing": True}), "H100")
     assert auto == off  # the recipe may switch it off
-    assert on == pytest.approx(off * 4 / 3)  # recomputing the forward: 4F of 3F
+    # Recomputing the forward: 4F of 3F of compute, and a third more launches and activation
+    # traffic; weight reads and the optimizer's update do not grow (the floor counts every term
+    # since estimator v3, so the ratio is no longer exactly 4/3).
+    assert off < on <= off * 4 / 3 * (1 + 1e-12)
 
 
 def _offer(**kw: object) -> Offer:
