@@ -110,8 +110,9 @@ CNN_CHECKPOINT_SHARE = Constant(
 
 # --- throughput -----------------------------------------------------------------------------
 MATMUL_EFFICIENCY = Constant(
-    0.78, "of what large GEMMs reach on the GPU's generation (GEMM_ATTAINABLE)",
-    "share training matmuls sustain (smaller and odd shapes, epilogues, attention); fitted",
+    0.75, "of what large GEMMs reach on the GPU's generation (GEMM_ATTAINABLE)",
+    "share training matmuls sustain (smaller and odd shapes, epilogues, attention); fitted (0.78 "
+    "before the Qwen Q-LoRA rows were priced as the GPTQ they ran)",
     fitted_on=("the 90 text throughput rows: M010-M018, M091-M092, M100-M117, M120-M139, M140-M151, X009-X010, "
                "Q001-Q036",),
 )
@@ -150,6 +151,16 @@ CNN_TRAFFIC = Constant(
     "fitted on the image rows",
     fitted_on=("V001-V008",),
 )
+WINOGRAD_MULTIPLY_SAVING = Constant(
+    2.25, "x fewer multiplies",
+    "3x3 stride-1 convolutions on CUDA cores (fp32 on cards without TF32 tensor cores): cuDNN's "
+    "Winograd algorithms (cudnnConvolutionFwdAlgo_t WINOGRAD / WINOGRAD_NONFUSED, and the "
+    "backward-data and backward-filter counterparts), which cudnn.benchmark picks where they are "
+    "fastest, compute F(2x2, 3x3) tiles with 16 multiplies instead of 36: 2.25x fewer (Lavin & "
+    "Gray 2016, 'Fast Algorithms for Convolutional Neural Networks', arXiv 1509.09308, s.4; larger "
+    "tiles save more, their transforms cost more). Tensor-core convolutions (fp16, TF32) run as "
+    "implicit GEMM and keep their full count. A figure from the algorithm, not fitted",
+)
 CNN_DISPATCH_SHARE = Constant(
     0.3, "of a transformer block's launch time",
     "a bottleneck block launches ~30 kernels forward and backward (3 conv, 3 BN, 3 ReLU, add) "
@@ -177,14 +188,33 @@ QLORA_DISPATCH_FACTOR = Constant(
     "use (forward, backward, recompute), on top of the block's ~100-150 kernels",
 )
 QLORA_DEQUANT_BW_SHARE = Constant(
-    0.25, "of the bandwidth other elementwise kernels reach",
-    "the 4-bit dequantize kernel does a table lookup and a scale per weight and writes a fresh "
-    "16-bit matrix the matmul then reads, per call (forward, backward, recompute): the prior was "
-    "half the streaming rate (0.5); fitted on the Qwen Q-LoRA/LoRA pairs (QwenLM/Qwen README, "
-    "'Profiling of Memory and Speed'), the only published 4-bit speed rows. It is the per-call "
-    "cost short micro-steps cannot amortise: QLoRA/LoRA 0.4-0.5 at 256 tokens, 0.75-0.95 from "
-    "2k tokens per micro-step",
-    fitted_on=("Q007-Q012", "Q019-Q024", "Q031-Q036"),
+    0.5, "of the bandwidth other elementwise kernels reach",
+    "bitsandbytes' 4-bit dequantize kernel does a table lookup and a scale per weight and writes a "
+    "fresh 16-bit matrix the matmul then reads, per call (forward, backward, recompute): half the "
+    "streaming rate. A prior, not fitted: it was fitted (0.25) on the Qwen Q-LoRA/LoRA pairs "
+    "(QwenLM/Qwen README), but those ran GPTQ through auto-gptq's PyTorch unpacking, which is now "
+    "priced by its own count (GPTQ_FORWARD_DEQUANT_BYTES_PER_PARAM); no published bitsandbytes "
+    "QLoRA speed row with its setup stated was found",
+)
+# GPTQ Int4 as Qwen's finetune.py trains it: transformers' GPTQConfig(bits=4, disable_exllama=True)
+# loads auto-gptq's "cuda-old" QuantLinear with trainable=True, which turns its CUDA kernel off
+# (``if trainable: _autogptq_cuda_available = False``), and any input of 128 or more tokens takes
+# the PyTorch path anyway (``kernel_switch_threshold=128``): every forward unpacks the weight with
+# plain PyTorch ops (AutoGPTQ/AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py, commit
+# c80855e2, QuantLinear.forward, read 2026-12-01). Counted per 4-bit weight and forward call:
+GPTQ_FORWARD_DEQUANT_BYTES_PER_PARAM = Constant(
+    18.5, "B per weight per forward call",
+    "bitwise_right_shift of the expanded int32 qweight (reads 0.5 B, writes an int32: 4 B), "
+    ".to(int8) (4 + 1), bitwise_and (1 + 1), weight - zeros (1 + 1), scales * (...) to fp16 "
+    "(1 + 2), torch.matmul reading the fp16 matrix (2): 18.5 B, every forward and recompute "
+    "(qlinear_cuda_old.py QuantLinear.forward). Plain elementwise kernels: they stream at the rate "
+    "the other elementwise kernels reach (MEMORY_BW_EFFICIENCY). A count from the code, not fitted",
+)
+GPTQ_BACKWARD_BYTES_PER_PARAM = Constant(
+    2.0, "B per weight per backward call",
+    "autograd saved the dequantized fp16 matrix for torch.matmul's input gradient, so backward "
+    "reads it once and does not unpack again (qlinear_cuda_old.py: a plain torch.matmul, no "
+    "custom autograd Function)",
 )
 GEMM_ATTAINABLE = {
     "volta": Constant(0.90, "of dense peak", "large cuBLAS fp16 GEMMs on V100 reach ~110-115 of 125 TFLOPS"),
@@ -214,7 +244,7 @@ GEMM_ATTAINABLE = {
     ),
 }
 TF32_CONV_SHARE = Constant(
-    0.4, "of the TF32 tensor-core rate",
+    0.5, "of the TF32 tensor-core rate",
     "cuDNN's TF32 convolutions (fp32 storage, TF32 maths) reach less of their half-fp16 peak than "
     "fp16 ones do: twice the bytes per feature map and fp32 epilogues. Fitted on the TF32 ResNet-50 "
     "rows of DeepLearningExamples (A100: 938 img/s TF32 against 2470 AMP, 2.63x)",

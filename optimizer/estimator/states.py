@@ -28,7 +28,10 @@ def kbit_upcast(w: Workload, stage: int = 0, n: int = 1) -> bool:
     weights, the residual stream and the logits become fp32. Not for sharded QLoRA: TRL skips it
     when the 4-bit weights sit on cpu/meta for FSDP or ZeRO-3 (trl ``_prepare_peft_model``,
     ``is_sharded_qlora``: "one should never call prepare_model_for_kbit_training when doing QLoRA +
-    FSDP / DS-Zero3")."""
+    FSDP / DS-Zero3"). Not for GPTQ either: PEFT skips the upcast when the model's
+    ``quantization_method`` is ``gptq`` (peft/utils/other.py ``prepare_model_for_kbit_training``)."""
+    if w.quantization == "gptq":
+        return False
     return w.method == "qlora" and w.stack in ("hf", "compiled") and not sharded_qlora(w, stage, n)
 
 

@@ -136,6 +136,21 @@ def matmul_efficiency(gpu: GpuSpec, shape: ModelShape, precision: str = "bf16") 
     return eff
 
 
+def _cuda_core_convs(gpu: GpuSpec, precision: str) -> bool:
+    """fp32 convolutions on a card without TF32 tensor cores run on its CUDA cores."""
+    return not _tensor_core_gen(gpu) and resolve_precision(precision, gpu) in ("fp32", "tf32")
+
+
+def conv_work_share(shape: ModelShape, w: Workload, gpu: GpuSpec) -> float:
+    """Share of a CNN's counted FLOPs the GPU really multiplies: fp32 convolutions on CUDA cores
+    run their 3x3 stride-1 layers as Winograd (fewer multiplies); elsewhere 1."""
+    if shape.arch != "cnn" or not _cuda_core_convs(gpu, w.precision):
+        return 1.0
+    fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
+    share = fig.winograd_flops / fig.forward_flops if fig.forward_flops else 0.0
+    return 1.0 - share * (1.0 - 1.0 / cal.WINOGRAD_MULTIPLY_SAVING.value)
+
+
 def _intra_node_gbs(gpu: GpuSpec) -> float:
     if gpu.interconnect == "nvlink" and gpu.nvlink_gbs > 0:
         return gpu.nvlink_gbs / 2  # one direction
@@ -189,6 +204,25 @@ def dispatch_seconds(shape: ModelShape, w: Workload) -> float:
     if w.method in ("lora", "qlora") and shape.arch != "cnn":
         per_layer += cal.LORA_DISPATCH_S_PER_ADAPTER.value * adapted_linears(w)
     return per_layer * shape.layers * passes * stack_profile(w.stack).dispatch_share
+
+
+def dequant_bytes(shape: ModelShape, w: Workload) -> float:
+    """QLoRA's memory traffic per micro-step to turn the 4-bit weights into 16-bit matrices.
+
+    ``nf4`` (bitsandbytes): each use dequantizes afresh (read 4-bit, write and read the 16-bit
+    matrix) in forward, in the activation gradient (frozen W has no weight gradient; bitsandbytes'
+    MatMul4Bit keeps only the 4-bit weight) and, with checkpointing, in the recomputed forward, at
+    a share of the streaming rate (a table lookup per weight). ``gptq`` (auto-gptq's PyTorch path):
+    every forward unpacks through a chain of plain elementwise ops; backward reads the 16-bit matrix
+    autograd saved."""
+    if w.method != "qlora":
+        return 0.0
+    if w.quantization == "gptq":
+        forwards = 2.0 if w.gradient_checkpointing else 1.0
+        per = forwards * cal.GPTQ_FORWARD_DEQUANT_BYTES_PER_PARAM.value + cal.GPTQ_BACKWARD_BYTES_PER_PARAM.value
+        return shape.linear_layer_params * per
+    uses = 3.0 if w.gradient_checkpointing else 2.0
+    return uses * shape.linear_layer_params * (0.5 + 2.0 + 2.0) / cal.QLORA_DEQUANT_BW_SHARE.value
 
 
 def adapted_linears(w: Workload) -> int:
@@ -257,7 +291,7 @@ def throughput(
     per_sample = tokens_per_sample(shape, w)
     tokens = w.micro_batch_size * per_sample
     eff = matmul_efficiency(gpu, shape, w.precision)
-    compute_s = tokens * hw_fpt / (peak * 1e12 * eff)
+    compute_s = tokens * hw_fpt * conv_work_share(shape, w, gpu) / (peak * 1e12 * eff)
 
     # Bandwidth-bound work per micro-step.
     traffic = _activation_traffic_bytes(shape, w, mem)
@@ -267,11 +301,9 @@ def throughput(
     gathered = gpu_count if sharding in ("zero3", "fsdp") else 1
     traffic += (3.0 if w.method == "full" else 2.0) * mem.weights * gathered
     if w.method == "qlora":
-        # Dequantize per use: read 4-bit, write and read the 16-bit matrix; forward, the activation
-        # gradient (frozen W has no weight gradient) and, with checkpointing, the recomputed forward.
         # Per call, whatever the micro-batch: this is what short micro-steps cannot amortise.
+        traffic += dequant_bytes(shape, w)
         uses = 3.0 if w.gradient_checkpointing else 2.0
-        traffic += uses * shape.linear_layer_params * (0.5 + 2.0 + 2.0) / cal.QLORA_DEQUANT_BW_SHARE.value
         if mem.residual_bytes == 4.0:
             # Per token: with PEFT's fp32 upcast every 4-bit linear casts its fp32 input to 16 bits
             # and its 16-bit output back (bitsandbytes Linear4bit.forward), in each use.

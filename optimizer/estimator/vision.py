@@ -28,6 +28,8 @@ class ConvNetFigures:
     forward_flops: float  # per image (2 x multiply-adds)
     saved_elements: float  # per image, kept for backward
     largest_map_elements: float  # the biggest single feature map (a backward working buffer)
+    # FLOPs per image of the 3x3 stride-1 convolutions: the ones cuDNN can run as Winograd
+    winograd_flops: float = 0.0
 
 
 def _conv(c_in: int, c_out: int, k: int) -> int:
@@ -44,11 +46,14 @@ def resnet_figures(
     macs = 0.0
     saved = 0.0
     largest = 0.0
+    winograd_macs = 0.0
 
-    def unit(c_in: int, c_out: int, k: int, hw_out: float, relu: bool = True) -> None:
-        nonlocal params, macs, saved, largest
+    def unit(c_in: int, c_out: int, k: int, hw_out: float, relu: bool = True, stride: int = 1) -> None:
+        nonlocal params, macs, saved, largest, winograd_macs
         params += _conv(c_in, c_out, k) + 2 * c_out  # + batch-norm scale and shift
         macs += _conv(c_in, c_out, k) * hw_out
+        if k == 3 and stride == 1:
+            winograd_macs += _conv(c_in, c_out, k) * hw_out
         # Batch norm keeps its input (the conv output); the in-place ReLU keeps its output, which
         # the next convolution keeps as its input. A BN feeding the residual sum keeps nothing more.
         saved += (2 if relu else 1) * c_out * hw_out
@@ -68,7 +73,7 @@ def resnet_figures(
             hw_out = side_out * side_out
             c_out = width * expansion
             unit(c_in, width, 1, hw_in)
-            unit(width, width, 3, hw_out)
+            unit(width, width, 3, hw_out, stride=stride)
             unit(width, c_out, 1, hw_out, relu=False)
             if block == 0:
                 unit(c_in, c_out, 1, hw_out, relu=False)  # projection shortcut
@@ -78,7 +83,8 @@ def resnet_figures(
     params += c_in * num_classes + num_classes  # global pool + fully connected head
     macs += c_in * num_classes
     saved += c_in  # pooled features
-    return ConvNetFigures(params=params, forward_flops=2.0 * macs, saved_elements=saved, largest_map_elements=largest)
+    return ConvNetFigures(params=params, forward_flops=2.0 * macs, saved_elements=saved, largest_map_elements=largest,
+                          winograd_flops=2.0 * winograd_macs)
 
 
 def vit_params(layers: int, hidden: int, intermediate: int, patch: int, image_size: int, num_classes: int) -> int:

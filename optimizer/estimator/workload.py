@@ -29,6 +29,9 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 # The training software: eager transformers + PEFT, torch.compile, fused-kernel stacks (Liger,
 # Unsloth), litgpt (chunked loss, no PEFT k-bit upcast).
 Stack = Literal["hf", "compiled", "fused", "litgpt"]
+# QLoRA's 4-bit format and the code that dequantizes it: bitsandbytes NF4 (its fused CUDA kernel),
+# or a GPTQ Int4 checkpoint trained through auto-gptq's PyTorch path (transformers' GPTQ loader).
+Quantization = Literal["nf4", "gptq"]
 
 # Largest amount of training we accept: 1e14 tokens is ~7x Llama-3's pre-training run.
 MAX_TOKENS = 1e14
@@ -120,6 +123,11 @@ class Workload(BaseModel):
     )
     offload: Offload = "none"
     stack: Stack = "hf"
+    quantization: Quantization = Field(
+        default="nf4",
+        description='qlora only: "nf4" (bitsandbytes) or "gptq" (a GPTQ Int4 checkpoint; auto-gptq dequantizes '
+        'it with plain PyTorch ops for training)',
+    )
     image_size: Annotated[int, Field(ge=32, le=4096, description="vision models: pixels per side")] = 224
     tokens: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
     samples: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None

@@ -56,6 +56,9 @@ OffloadOpt = Annotated[str | None, typer.Option("--offload", help="none | optimi
 RankOpt = Annotated[int | None, typer.Option("--lora-rank", min=1, help="LoRA rank")]
 TargetsOpt = Annotated[str | None, typer.Option("--lora-targets", help="attention | qv | all-linear")]
 StackOpt = Annotated[str | None, typer.Option("--stack", help="hf | compiled | fused | litgpt")]
+QuantizationOpt = Annotated[
+    str | None, typer.Option("--quantization", help="qlora's 4-bit format: nf4 (bitsandbytes) | gptq (auto-gptq)")
+]
 ImageSizeOpt = Annotated[int | None, typer.Option("--image-size", min=1, help="vision: pixels per side")]
 TokensOpt = Annotated[
     float | None, typer.Option("--tokens", help="tokens to train, epochs included (1e8 ok)")
@@ -120,6 +123,7 @@ WORKLOAD_FLAGS: dict[str, Any] = {
     "lora_rank": RankOpt,
     "lora_targets": TargetsOpt,
     "stack": StackOpt,
+    "quantization": QuantizationOpt,
     "image_size": ImageSizeOpt,
     "tokens": TokensOpt,
     "samples": SamplesOpt,
