@@ -243,7 +243,18 @@ def test_h100_asks_for_pcie_and_sxm_each_by_its_own_spec(client: TestClient, cli
 
 
 def test_colab_splits_a_7_hour_run_into_sessions_and_bills_the_month(client: TestClient, cli) -> None:  # type: ignore[no-untyped-def]
-    job = {**HEADLINE, "tokens": 7e7}
+    # A job of about 6.3 h on Colab's A100: past a Pro session (planned at 6 h), within one Pro+
+    # session (12 h). Hours are a fixed set-up plus a time per token, so the amount is set from the
+    # estimator's own figures at two amounts.
+    def plus_hours(amount: float) -> float:
+        q = _quote(client, {**HEADLINE, "tokens": amount},
+                   constraints={"providers": ["colab"], "gpus": ["A100"], "allow_suspect_prices": True})
+        return float({o["instance_type"]: o for o in q["options"]}["colab-pro-plus-a100"]["hours"])
+
+    h1, h2 = plus_hours(1e7), plus_hours(2e7)
+    per_token = (h2 - h1) / 1e7
+    tokens = float(f"{(6.3 - (h1 - per_token * 1e7)) / per_token:.3g}")
+    job = {**HEADLINE, "tokens": tokens}
     # Colab's bundled prices are from 2022: older than the age limit, so only when allowed.
     default = _quote(client, job, constraints={"providers": ["colab"], "gpus": ["A100"]})
     assert default["best"] is None
@@ -257,11 +268,12 @@ def test_colab_splits_a_7_hour_run_into_sessions_and_bills_the_month(client: Tes
     assert pro["hours"] > plus["hours"]  # the restart between the two sessions is counted
     # Pro+'s month costs its fee, however few units one run draws.
     assert plus["cost_usd"] == pytest.approx(49.99) and plus["cost_breakdown"]["subscription_fee_floor_usd"] > 0
-    r = cli("quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "7e7", "--provider", "colab",
-            "--gpu", "A100", "--allow-suspect-prices", "--deadline-hours", "6.9", "--json")
+    deadline = (pro["hours"] + plus["hours"]) / 2  # between one Pro+ session and two Pro sessions
+    r = cli("quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", str(tokens), "--provider", "colab",
+            "--gpu", "A100", "--allow-suspect-prices", "--deadline-hours", f"{deadline:.2f}", "--json")
     assert r.exit_code == 0, r.output
     late = json.loads(r.stdout)
-    # Split into sessions the Pro run misses a 6.9 h deadline that one Pro+ session meets; the rejection says so.
+    # Split into sessions the Pro run misses a deadline that one Pro+ session meets; the rejection says so.
     assert late["best"]["instance_type"] == "colab-pro-plus-a100"
     assert "colab-pro-a100" not in {o["instance_type"] for o in late["options"]}
     assert any(g["reason"] == "misses deadline" and "colab/colab-pro-a100" in g["examples"] for g in late["rejected"])
