@@ -51,7 +51,9 @@ from service.probe.model import (  # noqa: E402,F401  (re-exported: tests read t
     lora_target_modules,
     make_optimizer,
     max_trainable_seq,
+    train_step,
 )
+from service.probe.record import gpu_from_device_name  # noqa: E402,F401  (re-exported as above)
 
 EXIT_NO_CUDA = 2
 ROW_KEYS = ("id", "split", "kind", "request", "measured", "vram_kind", "confidence", "source", "assumptions")
@@ -230,17 +232,6 @@ def cuda_probe() -> tuple[bool, str]:
     return True, torch.cuda.get_device_name(0)
 
 
-def gpu_from_device_name(name: str) -> str | None:
-    """gpucost's canonical name for a CUDA device name such as "NVIDIA H100 80GB HBM3": the
-    longest leading run of words that names a known GPU."""
-    words = name.replace("_", " ").split()
-    for n in range(len(words), 0, -1):
-        canon = find_gpu(" ".join(words[:n]))
-        if canon is not None:
-            return canon
-    return None
-
-
 def predict(spec: RunSpec, gpu: str) -> Prediction:
     return Prediction.of(estimate(spec.workload(), gpu, 1, "ddp"))
 
@@ -369,8 +360,6 @@ _make_optimizer = make_optimizer
 def measure(spec: RunSpec, device: str, warmup: int, steps: int) -> Measured:
     """Build the model, train ``warmup + steps`` steps, return the peaks and tokens/s.
     Raises torch.cuda.OutOfMemoryError when it does not fit."""
-    import contextlib
-
     import torch
 
     torch.manual_seed(0)
@@ -387,22 +376,7 @@ def measure(spec: RunSpec, device: str, warmup: int, steps: int) -> Measured:
                  "labels": torch.randint(0, 2, (spec.micro_batch,), generator=gen).to(device)}
     else:
         batch = {"input_ids": ids, "labels": ids}
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.precision)
-    scaler = torch.amp.GradScaler("cuda") if spec.precision == "fp16" else None
-
-    def step() -> None:
-        ctx = (torch.autocast(device_type=device, dtype=autocast_dtype) if autocast_dtype is not None
-               else contextlib.nullcontext())
-        with ctx:
-            loss = model(**batch).loss
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        opt.zero_grad(set_to_none=True)
+    step = train_step(model, batch, opt, spec.precision, device)
 
     if cuda:
         torch.cuda.synchronize()

@@ -216,3 +216,30 @@ def is_oom(exc: BaseException) -> bool:
     """torch.cuda.OutOfMemoryError, or an allocator failure raised as a plain RuntimeError
     (bitsandbytes, cuBLAS workspaces)."""
     return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
+
+
+def train_step(model: Any, batch: dict[str, Any], opt: Any, precision: str, device_kind: str) -> Any:
+    """One optimizer step as the recipe runs it: autocast for bf16/fp16 (fp16 with a loss scaler),
+    backward, step, gradients cleared. Returns a callable so the timing loop stays free of set-up."""
+    import contextlib
+
+    import torch
+
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+
+    def step() -> None:
+        ctx = (torch.autocast(device_type=device_kind, dtype=autocast_dtype) if autocast_dtype is not None
+               else contextlib.nullcontext())
+        with ctx:
+            loss = model(**batch).loss
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step

@@ -10,7 +10,6 @@ after the model is built. Running out of memory is an answer too: a record with 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import warnings
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from service.probe.model import (
     is_oom,
     make_optimizer,
     max_trainable_seq,
+    train_step,
 )
 from service.probe.record import (
     build_measurement,
@@ -180,24 +180,7 @@ def _step_fn(model: Any, workload: Workload, dev: Device, opt: Any) -> Callable[
                  "labels": torch.randint(0, 2, (mb,), generator=gen).to(device)}
     else:
         batch = {"input_ids": ids, "labels": ids}
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(workload.precision)
-    scaler = torch.amp.GradScaler("cuda") if workload.precision == "fp16" else None
-
-    def step() -> None:
-        ctx = (torch.autocast(device_type=dev.kind, dtype=autocast_dtype) if autocast_dtype is not None
-               else contextlib.nullcontext())
-        with ctx:
-            loss = model(**batch).loss
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+    return train_step(model, batch, opt, workload.precision, dev.kind)
 
 
 def probe(

@@ -238,11 +238,33 @@ def test_laptop_width_shows_warnings_ages_and_the_whole_table(browser, base_url:
     assert _csp_violations(browser) == []
 
 
+# The page's fetch, recorded: what it posts, kept in the page before it reaches the network.
+RECORD_POSTS = ("window.__posted = []; const real = window.fetch;"
+                "window.fetch = (url, init) => { if (init && init.body) window.__posted.push([String(url), init.body]);"
+                " return real(url, init); };")
+
+
+def _replayed(driver, base_url: str, path: str) -> bytes:  # type: ignore[no-untyped-def]
+    """Compute the page's question again, recording the bodies it posts, and send the first one
+    posted to ``path`` to the API itself: the answer the page was given, for comparison."""
+    import urllib.request
+
+    from selenium.webdriver.common.by import By
+
+    driver.execute_script(RECORD_POSTS)
+    before = _computed(driver)
+    driver.find_element(By.ID, "compute").click()
+    _wait(driver, lambda d: _computed(d) > before)
+    bodies = [body for url, body in driver.execute_script("return window.__posted") if url == path]
+    assert bodies, path
+    req = urllib.request.Request(base_url + path, data=bodies[0].encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return resp.read()  # type: ignore[no-any-return]
+
+
 def test_the_pages_break_even_is_worded_as_the_cli_words_it(browser, base_url: str) -> None:  # type: ignore[no-untyped-def]
     """The page's break-even sentence holds the very phrase the CLI and the Markdown print
     (``service.render.labels.breakeven_phrase``) for the request the page posted."""
-    import urllib.request
-
     from selenium.webdriver.common.by import By
 
     from optimizer.breakeven import BreakevenResult
@@ -251,18 +273,7 @@ def test_the_pages_break_even_is_worded_as_the_cli_words_it(browser, base_url: s
     # A cadence whose break-even lies past the 4090 box's life (the README's cadence table).
     _open(browser, base_url + "/?model=llama-3-8b&method=qlora&tokens=100000000&rent_gpu=A100-80GB"
           "&buy_gpu=RTX4090&runs_per_month=4")
-    browser.execute_script(
-        "window.__posted = []; const real = window.fetch;"
-        "window.fetch = (url, init) => { if (init && init.body) window.__posted.push([String(url), init.body]); return real(url, init); };")
-    before = _computed(browser)
-    browser.find_element(By.ID, "compute").click()
-    _wait(browser, lambda d: _computed(d) > before)
-    bodies = [body for url, body in browser.execute_script("return window.__posted") if url == "/v1/breakeven"]
-    assert bodies
-    req = urllib.request.Request(base_url + "/v1/breakeven", data=bodies[0].encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        result = BreakevenResult.model_validate_json(resp.read())
+    result = BreakevenResult.model_validate_json(_replayed(browser, base_url, "/v1/breakeven"))
     phrase = breakeven_phrase(result)
     assert not result.within_lifetime and phrase.startswith("past its")
     assert f"break-even: {phrase}." in browser.find_element(By.ID, "breakeven-summary").text
@@ -272,25 +283,12 @@ def test_each_options_own_warnings_are_on_the_page(browser, base_url: str) -> No
     """A tight fit (or idle GPUs, or a slow host) is said next to the option, as in the CLI and the
     Markdown: every option warning of the quote the page posted is on the page, numbered by row,
     and the row's memory cell is marked."""
-    import urllib.request
-
     from selenium.webdriver.common.by import By
 
     from optimizer.results import Quote
 
     _open(browser, base_url + "/?model=llama-3-8b&method=qlora&tokens=100000000")
-    browser.execute_script(
-        "window.__posted = []; const real = window.fetch;"
-        "window.fetch = (url, init) => { if (init && init.body) window.__posted.push([String(url), init.body]); return real(url, init); };")
-    before = _computed(browser)
-    browser.find_element(By.ID, "compute").click()
-    _wait(browser, lambda d: _computed(d) > before)
-    bodies = [body for url, body in browser.execute_script("return window.__posted") if url == "/v1/quote"]
-    assert bodies
-    req = urllib.request.Request(base_url + "/v1/quote", data=bodies[0].encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        q = Quote.model_validate_json(resp.read())
+    q = Quote.model_validate_json(_replayed(browser, base_url, "/v1/quote"))
     warned = [(i, w) for i, o in enumerate(q.options) for w in o.warnings]
     assert warned, "the headline quote has a tight fit among its options (the README's #9)"
     shown = browser.find_element(By.ID, "quote-warnings").text
@@ -354,9 +352,7 @@ def test_a_links_invalid_fields_are_named_and_nothing_is_posted_as_given(browser
     table = browser.find_element(By.ID, "jobs-table").text
     assert "weekly" in table and "onerror" not in table
     # What the page posts for the plan: recorded in the page before it reaches the network.
-    browser.execute_script(
-        "window.__posted = []; const real = window.fetch;"
-        "window.fetch = (url, init) => { if (init && init.body) window.__posted.push([String(url), init.body]); return real(url, init); };")
+    browser.execute_script(RECORD_POSTS)
     browser.find_element(By.ID, "compute-plan").click()
     _wait(browser, lambda d: d.find_element(By.ID, "plan-result").is_displayed() or d.find_element(By.ID, "error").text)
     posted = browser.execute_script("return window.__posted")

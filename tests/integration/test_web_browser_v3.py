@@ -31,6 +31,7 @@ from tests.integration._live_server import running_server
 from tests.integration.test_web_browser import (  # noqa: F401  (fixtures)
     LAPTOP,
     PHONE,
+    RECORD_POSTS,
     _chromium,
     _computed,
     _csp_violations,
@@ -49,10 +50,6 @@ QUOTAS = DATA / "quotas" / "p_family_96.yaml"
 EVIL = "<img src=x onerror=alert(1)>"
 RISK_COLUMN = 10  # Quota / spot risk, after the price's date
 HOURS_COLUMN = 4
-# The recorded page's fetch: what it posts, kept in the page before it reaches the network.
-RECORD_POSTS = ("window.__posted = []; const real = window.fetch;"
-                "window.fetch = (url, init) => { if (init && init.body) window.__posted.push([String(url), init.body]);"
-                " return real(url, init); };")
 
 
 def _http(base: str, path: str, body: bytes | dict[str, Any] | None = None, admin: bool = False) -> Any:
