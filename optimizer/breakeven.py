@@ -33,11 +33,6 @@ from optimizer.candidates import (
     default_estimator,
     generate,
 )
-from optimizer.errors import InvalidInput
-from optimizer.estimator.gpus import canonical_gpu
-from optimizer.explain import rejected_groups, to_option
-from optimizer.results import Option
-from optimizer.estimator.workload import Constraints, Workload
 from optimizer.commitments import (
     CommitmentBreakeven,
     breakeven_utilization,
@@ -45,9 +40,14 @@ from optimizer.commitments import (
     find_offer,
     with_commitments,
 )
+from optimizer.errors import InvalidInput
+from optimizer.estimator.gpus import canonical_gpu
+from optimizer.estimator.workload import Constraints, Workload
+from optimizer.explain import rejected_groups, to_option
 from optimizer.offer import LocalBuild, Offer
 from optimizer.price_warnings import price_screen
 from optimizer.resale import resellable_share
+from optimizer.results import Option
 
 ELECTRICITY_FACTORS = (0.5, 1.0, 1.5, 2.0)
 UTILIZATION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -12,10 +12,10 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from optimizer.candidates import CostAssumptions, Estimator, ShardingChoices, default_estimator, generate
-from optimizer.explain import rejected_groups, to_option
-from optimizer.results import Option, RejectedGroup
 from optimizer.estimator.workload import Constraints, Workload
+from optimizer.explain import rejected_groups, to_option
 from optimizer.offer import LocalBuild, Offer
+from optimizer.results import Option, RejectedGroup
 
 
 class FrontierPoint(BaseModel):

@@ -23,7 +23,6 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from optimizer import costs
-from optimizer.resale import build_resale_usd
 from optimizer.candidates import (
     Candidate,
     CandidateSet,
@@ -35,7 +34,6 @@ from optimizer.candidates import (
 )
 from optimizer.candidates.bounds import OfferFloors, OfferGroups, committed_floor_usd
 from optimizer.estimator.workload import Constraints, Workload
-from optimizer.quotas import QuotaBook, draws, drop_short, plan_caps, vcpus_lookup
 from optimizer.explain import rejected_groups, solver_info
 from optimizer.ilp.portfolio import (
     BuildUse,
@@ -44,6 +42,8 @@ from optimizer.ilp.portfolio import (
     RentalChoice,
 )
 from optimizer.ilp.portfolio_solve import PLAN_GAP_REL, PortfolioSolve, solve_portfolio
+from optimizer.ilp.solve import SolveResult
+from optimizer.offer import LocalBuild, Offer
 from optimizer.plan_commitments import (
     CommitItem,
     CommitPool,
@@ -57,10 +57,10 @@ from optimizer.plan_commitments import (
     with_commitment_uses,
     without_commitments,
 )
-from optimizer.ilp.solve import SolveResult
 from optimizer.plan_teams import TeamMonthSpend, explain_team_budgets
+from optimizer.quotas import QuotaBook, draws, drop_short, plan_caps, vcpus_lookup
+from optimizer.resale import build_resale_usd
 from optimizer.results import Recipe, RejectedGroup, SolverInfo
-from optimizer.offer import LocalBuild, Offer
 
 RENTALS_PER_JOB = 3
 # The rental search first prices the offers whose cost floor is within this factor of the lowest

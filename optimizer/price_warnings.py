@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from statistics import median
 
-from optimizer.results import Option
 from optimizer.offer import Offer
+from optimizer.results import Option
 
 DEFAULT_STALE_AFTER_DAYS = 3.0
 FAR_FACTOR = 2.0  # on demand: more than 2x the provider's median for the GPU

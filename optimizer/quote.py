@@ -10,17 +10,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from optimizer.bill_calibration import annotate, calibrate_candidates
-from optimizer.commitments import with_commitments
 from optimizer.candidates import CostAssumptions, Estimator, ShardingChoices, default_estimator, generate
+from optimizer.commitments import with_commitments
+from optimizer.estimator.workload import Constraints, Workload
 from optimizer.explain import build_quote
 from optimizer.ilp.single import build_single
 from optimizer.ilp.solve import solve
-from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS, age_days, price_screen, price_warnings
-from optimizer.results import Quote
-from optimizer.quotas import QuotaBook, annotate_options, drop_short, vcpus_lookup
-from optimizer.runs import CalibrationFactor
-from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild, Offer
+from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS, age_days, price_screen, price_warnings
+from optimizer.quotas import QuotaBook, annotate_options, drop_short, vcpus_lookup
+from optimizer.results import Quote
+from optimizer.runs import CalibrationFactor
 
 DEFAULT_TIME_LIMIT_S = 10.0
 

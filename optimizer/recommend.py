@@ -27,12 +27,12 @@ from optimizer import costs
 from optimizer.breakeven import Owning, breakeven_month, machines_for, resellable_share
 from optimizer.candidates import MAX_MACHINES, Estimator, ShardingChoices, default_estimator, generate
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
-from optimizer.explain import rejected_groups, to_option
 from optimizer.estimator.gpus import find_gpu, gpu_spec
 from optimizer.estimator.host import disk_read_share, predicted_gpu_utilization
-from optimizer.results import Estimate, Option, RejectedGroup
 from optimizer.estimator.workload import Constraints, Workload
+from optimizer.explain import rejected_groups, to_option
 from optimizer.offer import LocalBuild, Offer, Part
+from optimizer.results import Estimate, Option, RejectedGroup
 
 MIN_CPU_CORES = 8  # seeds 000 and 001: >= 8 cores / 16 threads
 MIN_RAM_GB = 32.0  # seeds 000 and 001: 32 GB minimum

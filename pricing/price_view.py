@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from optimizer.errors import InvalidInput
-from pricing.currency import RateTable, convert_offers, rate_table
 from optimizer.offer import Offer
+from pricing.currency import RateTable, convert_offers, rate_table
 from pricing.pricebook import PriceBook, apply_price_book, load_price_book
-
 
 T = TypeVar("T")
 

@@ -20,11 +20,11 @@ from optimizer.estimator.estimate import estimate
 from optimizer.estimator.workload import Constraints
 from optimizer.measured import cpu_estimate, measured_estimator
 from optimizer.measurement import CPU, Measurement
-from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
-from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
-from optimizer.quotas import QuotaBook
-from pricing.electricity import resolve_usd_per_kwh
 from optimizer.offer import LocalBuild, Offer, Part
+from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
+from optimizer.quotas import QuotaBook
+from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
+from pricing.electricity import resolve_usd_per_kwh
 from service.api.limits import guarded_estimator, solve_budget_s
 from service.bills import quote_calibration, save_quote_run
 from service.schemas import (

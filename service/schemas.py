@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from optimizer.estimator.workload import Constraints, Workload
+from optimizer.offer import LocalBuild, Offer
 from optimizer.results import (
     Estimate,
     HostNeeds,
@@ -20,8 +22,6 @@ from optimizer.results import (
     RejectedGroup,
     SolverInfo,
 )
-from optimizer.estimator.workload import Constraints, Workload
-from optimizer.offer import LocalBuild, Offer
 from pricing.status import ProviderStatus
 from service.run_schemas import SaveRun
 

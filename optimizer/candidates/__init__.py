@@ -46,11 +46,11 @@ from optimizer.candidates.types import (
     CostAssumptions,
     Pricing,
 )
-from optimizer.results import Estimate
-from optimizer.spot_risk import SpotOptions
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild, Offer
 from optimizer.price_warnings import PriceScreen
+from optimizer.results import Estimate
+from optimizer.spot_risk import SpotOptions
 
 __all__ = [
     "EXCLUDED",

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from optimizer import costs, spot_risk
+from optimizer.candidates.amounts import MovingMemo, amount_key, movable, moved_config, moved_estimate
+from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.estimator import (
     Estimator,
     ShardingChoices,
@@ -30,7 +32,6 @@ from optimizer.candidates.estimator import (
     default_shardings,
     job_host,
 )
-from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.feeding import host_feed
 from optimizer.candidates.fitting import settle
 from optimizer.candidates.headroom import TIGHT_PREFIX
@@ -56,15 +57,14 @@ from optimizer.candidates.types import (
     CostAssumptions,
     Pricing,
 )
-from optimizer.candidates.amounts import MovingMemo, amount_key, movable, moved_config, moved_estimate
+from optimizer.egress_prices import egress_usd_per_gb
 from optimizer.estimator.amounts import amount_of
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints, Workload
-from optimizer.results import Estimate, Recipe
 from optimizer.offer import Offer
-from optimizer.egress_prices import egress_usd_per_gb
 from optimizer.price_warnings import PriceScreen
+from optimizer.results import Estimate, Recipe
 from optimizer.subscriptions import SubscriptionLimits, monthly_floor_usd, session_plan, subscription_of
 
 MIN_GPUS_FOR_MULTI_NODE = 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from optimizer import costs
+from optimizer.candidates.batch import cannot_keep, data_parallel_width
 from optimizer.candidates.estimator import (
     Estimator,
     ShardingChoices,
@@ -13,7 +14,6 @@ from optimizer.candidates.estimator import (
     _wanted_gpus,
     job_host,
 )
-from optimizer.candidates.batch import cannot_keep, data_parallel_width
 from optimizer.candidates.feeding import host_feed
 from optimizer.candidates.fitting import settle
 from optimizer.candidates.rejections import (
@@ -31,10 +31,10 @@ from optimizer.candidates.rejections import (
     _deeper,
 )
 from optimizer.candidates.types import GIB_PER_GB, MAX_TOTAL_GPUS, Candidate, CostAssumptions
-from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild
 from optimizer.resale import resellable_share
+from optimizer.results import Estimate
 
 
 def local_candidates(

@@ -39,19 +39,19 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from optimizer.candidates.commitment_cover import Terms, covers, sort_rate, terms_of
 from optimizer.candidates.estimator import _canonical
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
+from optimizer.offer import Offer
 from optimizer.price_warnings import price_screen, usual_levels
-from optimizer.subscriptions import subscription_of
 from optimizer.results import RejectedGroup
 from optimizer.spot_risk import spot_rate
-from optimizer.offer import Offer
+from optimizer.subscriptions import subscription_of
 
 DOMINATED = "dominated (an offer of the same GPU and provider costs no more with at least its vCPUs and RAM)"
 MAX_EXAMPLES = 3

@@ -20,8 +20,8 @@ from datetime import UTC, date, datetime
 from typing import Any, ClassVar
 
 from optimizer.estimator.gpus import find_gpu, gpu_spec
-from pricing.errors import MissingCredentials, ProviderError
 from optimizer.offer import Offer
+from pricing.errors import MissingCredentials, ProviderError
 from pricing.source import RawSnapshot, SourceSettings, register
 
 logger = logging.getLogger(__name__)

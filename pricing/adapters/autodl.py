@@ -27,9 +27,9 @@ from typing import ClassVar
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator.gpus import canonical_gpu, gpu_spec
+from optimizer.offer import Offer
 from pricing.currency import fx_rate
 from pricing.errors import ProviderError
-from optimizer.offer import Offer
 from pricing.source import RawSnapshot, SourceSettings, register
 
 _FILE_RE = re.compile(r"^autodl-(\d{4})-(\d{2})\.csv$")

@@ -16,17 +16,17 @@ caller without their permissions still gets on-demand and spot prices.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
-import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from optimizer.estimator.gpus import find_gpu, gpu_spec
-from pricing.errors import MissingCredentials, ProviderError
 from optimizer.offer import Commitment, Offer
 from pricing.adapters.aws_commitments import capacity_blocks, reserved_terms, savings_plan_rates
+from pricing.errors import MissingCredentials, ProviderError
 from pricing.source import RawSnapshot, SourceSettings, register
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from optimizer.estimator.gpus import find_gpu, gpu_spec
-from pricing.errors import MissingCredentials, ProviderError
 from optimizer.offer import Offer
+from pricing.errors import MissingCredentials, ProviderError
 from pricing.source import RawSnapshot, SourceSettings, register
 
 COMPUTE_SERVICE = "services/6F81-5844-456A"
@@ -328,6 +328,22 @@ def _provider_error(exc: Exception) -> ProviderError:
     return ProviderError("gcp", f"{type(exc).__name__}: {exc}", retriable)
 
 
+def gcp_credentials(settings: Any) -> tuple[Any, str]:
+    """Application-default credentials and the project to read (``gcp_project`` wins), or
+    MissingCredentials so that a refresh skips GCP and says why."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, project = google.auth.default()
+    except DefaultCredentialsError as exc:
+        raise MissingCredentials("gcp", str(exc)) from exc
+    project = settings.gcp_project or project
+    if not project:
+        raise MissingCredentials("gcp", "no project: set gcp_project or a default project")
+    return credentials, project
+
+
 @register
 class GcpSource:
     name: ClassVar[str] = "gcp"
@@ -348,17 +364,9 @@ class GcpSource:
 
     @classmethod
     def from_settings(cls, settings: SourceSettings) -> GcpSource:
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import billing_v1, compute_v1
 
-        try:
-            credentials, project = google.auth.default()
-        except DefaultCredentialsError as exc:
-            raise MissingCredentials("gcp", str(exc)) from exc
-        project = settings.gcp_project or project
-        if not project:
-            raise MissingCredentials("gcp", "no project: set gcp_project or a default project")
+        credentials, project = gcp_credentials(settings)
         return cls(
             project,
             settings.gcp_regions,

@@ -32,9 +32,9 @@ import yaml
 
 from optimizer.errors import InvalidInput, UnsupportedConfig
 from optimizer.estimator.gpus import canonical_gpu, gpu_spec
+from optimizer.offer import LocalBuild, Part
 from pricing.adapters.autodl import parse_price
 from pricing.currency import to_usd
-from optimizer.offer import LocalBuild, Part
 from pricing.source import RawSnapshot, SourceSettings, register
 
 REST_OF_SYSTEM_W = 150.0  # Corsair "Choosing your PSU": board, fans, memory, storage

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from optimizer.estimator.gpus import find_gpu, gpu_spec
-from pricing.errors import MissingCredentials, ProviderError
 from optimizer.offer import Offer
+from pricing.errors import MissingCredentials, ProviderError
 from pricing.source import RawSnapshot, SourceSettings, register
 
 MIB_TO_GB = 1.048576e-3

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from optimizer.errors import MissingCredentials, ProviderError
+from optimizer.errors import ProviderError
 from optimizer.quotas import GLOBAL, QuotaLimit
 
 
@@ -34,17 +34,11 @@ class GcpQuotaReader:
 
     @classmethod
     def from_settings(cls, settings: Any) -> GcpQuotaReader:
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
         from google.cloud import compute_v1
 
-        try:
-            credentials, project = google.auth.default()
-        except DefaultCredentialsError as exc:
-            raise MissingCredentials("gcp", str(exc)) from exc
-        project = settings.gcp_project or project
-        if not project:
-            raise MissingCredentials("gcp", "no project: set gcp_project or a default project")
+        from pricing.adapters.gcp import gcp_credentials
+
+        credentials, project = gcp_credentials(settings)
         return cls(
             project, settings.gcp_regions,
             compute_v1.RegionsClient(credentials=credentials), compute_v1.ProjectsClient(credentials=credentials),

@@ -27,11 +27,11 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+from optimizer.offer import LocalBuild, Offer, Part
 from pricing.adapters.autodl import bundled_folder, newest_snapshot, offers_from_csv
 from pricing.adapters.local import all_builds, bundled_parts
 from pricing.currency import bundled_rates, convert_offers
 from pricing.snapshot.commitments import COMMITMENTS_FILE, attach_commitments, commitments_from_csv
-from optimizer.offer import LocalBuild, Offer, Part
 
 SNAPSHOT_COLUMNS = [
     "provider", "region", "zone", "instance_type", "gpu", "gpu_count", "gpu_vram_gb", "vcpus", "ram_gb",

@@ -251,10 +251,10 @@ def test_every_source_is_registered_named_and_covered() -> None:
     import pricing.adapters.azure  # noqa: F401
     import pricing.adapters.gcp  # noqa: F401
     import pricing.adapters.lambda_cloud  # noqa: F401
-    import pricing.adapters.runpod  # noqa: F401
-    import pricing.adapters.vast  # noqa: F401
     import pricing.adapters.local  # noqa: F401
+    import pricing.adapters.runpod  # noqa: F401
     import pricing.adapters.skypilot_csv  # noqa: F401
+    import pricing.adapters.vast  # noqa: F401
 
     sources = registered_sources()
     assert set(sources) == EXPECTED_SOURCES

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from optimizer.candidates.offer_groups import OfferIndex, merge_rejected
 from optimizer.estimator.workload import Constraints
 from optimizer.explain import rejected_groups
-from optimizer.quote import quote
 from optimizer.offer import Offer
+from optimizer.quote import quote
 from tests.unit.decide_fakes import WORKLOAD, FakeEstimator, offer, shardings
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 from optimizer.candidates.batch import data_parallel_width
 from optimizer.estimator.gpus import gpu_spec
-from optimizer.resale import resellable_share
-from optimizer.results import Estimate, HostNeeds, MemoryBreakdown
 from optimizer.estimator.workload import Workload
 from optimizer.offer import LocalBuild, Offer, Part
+from optimizer.resale import resellable_share
+from optimizer.results import Estimate, HostNeeds, MemoryBreakdown
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 SYNTHETIC = "test: synthetic"

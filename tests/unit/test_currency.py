@@ -53,8 +53,8 @@ def test_a_rates_file_adds_rates_and_replaces_same_day_ones(tmp_path: Path) -> N
 def test_each_price_converts_at_the_rate_of_its_own_date() -> None:
     from datetime import UTC, datetime
 
-    from pricing.currency import convert_offers, rate_note, rate_table
     from optimizer.offer import Offer
+    from pricing.currency import convert_offers, rate_note, rate_table
 
     def cny(day: datetime) -> Offer:
         return Offer(provider="alibaba", region="cn-shanghai", instance_type="ecs.gn7i", gpu="A10",

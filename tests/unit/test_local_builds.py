@@ -9,6 +9,7 @@ import pytest
 
 from optimizer.errors import InvalidInput, UnsupportedConfig
 from optimizer.estimator.gpus import gpu_spec
+from optimizer.offer import Part
 from pricing.adapters.local import (
     LocalSource,
     all_builds,
@@ -19,7 +20,6 @@ from pricing.adapters.local import (
     resale_fraction,
     resale_points,
 )
-from optimizer.offer import Part
 from pricing.source import SourceSettings, registered_sources
 
 T = datetime(2026, 1, 1, tzinfo=UTC)

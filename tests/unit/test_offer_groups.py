@@ -7,8 +7,8 @@ import pytest
 from optimizer.candidates.offer_groups import DOMINATED, OfferIndex, clear_indexes, index_for
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
 from optimizer.estimator.workload import Constraints
-from optimizer.quote import quote
 from optimizer.offer import Offer
+from optimizer.quote import quote
 from tests.unit.decide_fakes import WORKLOAD, FakeEstimator, offer, shardings
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from optimizer.offer import Offer
 from optimizer.price_warnings import price_warnings, stale_warnings
 from optimizer.results import Option
-from optimizer.offer import Offer
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 AS_OF = datetime(2025, 11, 30, tzinfo=UTC)

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from optimizer.recommend import MIN_CPU_CORES, MIN_RAM_GB, compose_builds, recommend
 from optimizer.estimator.workload import Workload
 from optimizer.offer import Part
+from optimizer.recommend import MIN_CPU_CORES, MIN_RAM_GB, compose_builds, recommend
 from tests.unit.decide_fakes import AS_OF, SYNTHETIC, WORKLOAD, FakeEstimator, build, offer, shardings
 
 OFFERS = [offer("a100-1", "A100", 1, 3.0), offer("a10g-1", "A10G", 1, 1.0)]
