@@ -42,14 +42,19 @@ def term_cost_usd(c: Commitment, months: float | None = None) -> float:
     return c.effective_hourly_usd * (c.term_months if months is None else months) * HOURS_PER_MONTH
 
 
-class CommitmentOption(BaseModel):
-    """One commitment of a quote or break-even option, as the answer shows it."""
+class CommitmentTerm(BaseModel):
+    """Which commitment an answer speaks of, and its rate."""
 
     kind: str
     term_months: float
     payment: str
     offering_class: str | None = None
     effective_hourly_usd: float = Field(description="per instance-hour of the term, used or not")
+
+
+class CommitmentOption(CommitmentTerm):
+    """One commitment of a quote or break-even option, as the answer shows it."""
+
     option_hourly_usd: float = Field(description="for all the option's nodes")
     saving_vs_on_demand: float = Field(description="1 - effective / on-demand rate")
     breakeven_utilization: float | None = Field(
@@ -113,14 +118,9 @@ def with_commitments(options: Sequence[Any], offers: Iterable[Offer]) -> None:
             o.commitments = commitment_options(offer, o.nodes)
 
 
-class CommitmentBreakeven(BaseModel):
+class CommitmentBreakeven(CommitmentTerm):
     """Renting under the rental's cheapest term commitment, next to renting on demand and buying."""
 
-    kind: str
-    term_months: float
-    payment: str
-    offering_class: str | None = None
-    effective_hourly_usd: float = Field(description="per instance-hour of the term, used or not")
     instances: int = Field(description="instances committed: the rental's nodes x enough to cover the monthly hours")
     cost_per_month_usd: float = Field(description="paid every month of the term, whatever runs")
     cost_per_run_usd: float = Field(description="cost_per_month_usd / runs_per_month")

@@ -57,7 +57,7 @@ def parse_all(records: list[Any]) -> list[Measurement]:
     return out
 
 
-def read_file(path: Path) -> list[Measurement]:
+def read_records(path: Path) -> list[Measurement]:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise InvalidInput(str(path), f"larger than {MAX_FILE_BYTES // 1_000_000} MB")

@@ -51,9 +51,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Store measurement records; every record is checked first, and none is stored if one is bad."""
         from pricing.store.measurements import add_measurement
-        from service.measurements import read_file
+        from service.measurements import read_records
 
-        records = read_file(file)
+        records = read_records(file)
         store = open_store_from_settings()
         try:
             added = [add_measurement(store, m) for m in records]
