@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import ValidationError
 
 from optimizer.measurement import Measurement
+from pricing.store.peek import read_only_rows
 
 logger = logging.getLogger(__name__)
 
@@ -33,20 +32,8 @@ def from_record(record: Any) -> Measurement | None:
 def read_sqlite(path: Path) -> list[Measurement]:
     """The measurements of the SQLite store at ``path``, read-only; none when the file or its
     table is not there yet (nothing was ever added)."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return []
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
-        return []
-    try:
-        rows = conn.execute(
-            "SELECT record FROM measurements ORDER BY measured_at DESC, id LIMIT ?", (MAX_MEASUREMENTS,)
-        ).fetchall()
-    except sqlite3.Error:  # no such table: the store predates its migration, so holds none
-        return []
-    finally:
-        conn.close()
+    rows = read_only_rows(
+        path, "SELECT record FROM measurements ORDER BY measured_at DESC, id LIMIT ?", (MAX_MEASUREMENTS,))
     out = []
     for (text,) in rows:
         try:

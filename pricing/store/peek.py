@@ -90,6 +90,24 @@ def sqlite_path(url: str) -> Path | None:
     return Path(rest)
 
 
+def read_only_rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows of one query on the SQLite store at ``path``, opened read-only; none when the file is
+    missing or empty, or the table is not there (a store from before the migration that adds it).
+    The CLI's quick paths read measurements, quotas and calibration this way, without SQLAlchemy."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    try:
+        return [tuple(r) for r in conn.execute(sql, tuple(params)).fetchall()]
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
 # The current snapshots, by provider: plain SQL that SQLite and PostgreSQL both run as written.
 CURRENT_SQL = ("SELECT id, provider, content_hash, as_of, row_count FROM snapshots "
                "WHERE is_current ORDER BY provider")

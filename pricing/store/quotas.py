@@ -7,14 +7,13 @@ path (``service.prepared``); ``stored_quotas`` picks the way for a price source.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote
 
 from optimizer.quotas import QuotaLimit
+from pricing.store.peek import read_only_rows
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -76,21 +75,8 @@ def list_quotas(store: _Store) -> list[QuotaLimit]:
 
 def read_sqlite(path: Path) -> list[QuotaLimit]:
     """The quotas of the SQLite store at ``path``, read-only; none when there is no such table yet."""
-    if not path.is_file() or path.stat().st_size == 0:
-        return []
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
-        return []
-    try:
-        rows = conn.execute(
-            "SELECT provider, region, code, quota_limit, name, source FROM quotas "
-            "ORDER BY provider, region, code LIMIT ?", (MAX_QUOTAS,)
-        ).fetchall()
-    except sqlite3.Error:  # the store predates the quotas migration: none stored
-        return []
-    finally:
-        conn.close()
+    rows = read_only_rows(path, "SELECT provider, region, code, quota_limit, name, source FROM quotas "
+                                "ORDER BY provider, region, code LIMIT ?", (MAX_QUOTAS,))
     return [_limit(*r) for r in rows]
 
 
