@@ -11,7 +11,11 @@ Starts ``gpucost serve`` on a free 127.0.0.1 port with a SQLite store in a tempo
    quotes: their p50 against the idle one, and any 5xx.
 3. ``burst``: ``--burst`` distinct quotes at once, ``--bursts`` times: the latency of every 429
    (the target: each under 100 ms) and the server's resident memory (its workers included) after
-   each burst (the target: flat within 10 %).
+   each burst (the target: flat within 10 %). The client opens every connection first, then
+   writes every request in one go and times each from its own write to its status line: the
+   server's answer time. The same requests timed from the start of their connection (the client's
+   own loop opening 300 sockets included) are reported beside it, and so is this client's floor:
+   the same burst against a bare asyncio server that answers 429 at once, in its own process.
 
 Every loop is bounded (counts given, each request with a timeout) and the server is stopped at
 the end, whatever happened. Linux only (reads /proc through psutil).
@@ -94,6 +98,83 @@ async def _post_async(port: int, body: dict[str, Any]) -> tuple[int, float]:
         return 0, time.perf_counter() - started
 
 
+async def _burst(port: int, bodies: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
+    """Every connection opened, then every request written at once: (status, seconds from the
+    request's write to its status line, seconds from the start of its connection)."""
+    opened = time.perf_counter()
+    conns = await asyncio.gather(*(asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), REQUEST_TIMEOUT_S)
+                                   for _ in bodies), return_exceptions=True)
+    written: list[float] = []
+    for conn, body in zip(conns, bodies):
+        if not isinstance(conn, BaseException):
+            data = json.dumps(body).encode()
+            conn[1].write(f"POST /v1/quote HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        written.append(time.perf_counter())
+
+    async def answer(i: int) -> tuple[int, float, float]:
+        conn = conns[i]
+        if isinstance(conn, BaseException):
+            return 0, 0.0, time.perf_counter() - opened
+        reader, writer = conn
+        try:
+            line = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT_S)
+            now = time.perf_counter()
+            await asyncio.wait_for(reader.read(), REQUEST_TIMEOUT_S)
+            return int(line.split()[1]), now - written[i], now - opened
+        except (OSError, TimeoutError, IndexError, ValueError):
+            now = time.perf_counter()
+            return 0, now - written[i], now - opened
+        finally:
+            writer.close()
+
+    return list(await asyncio.gather(*(answer(i) for i in range(len(bodies)))))
+
+
+_BARE_SERVER = """
+import asyncio, sys
+async def answer(reader, writer):
+    try:
+        await reader.readuntil(b"\\r\\n\\r\\n")
+    except (OSError, asyncio.IncompleteReadError):
+        writer.close()
+        return
+    body = b'{"detail": "busy"}'
+    writer.write(b"HTTP/1.1 429 Too Many Requests\\r\\ncontent-length: %d\\r\\nconnection: close\\r\\n\\r\\n"
+                 % len(body) + body)
+    await writer.drain()
+    writer.close()
+async def main():
+    server = await asyncio.start_server(answer, "127.0.0.1", int(sys.argv[1]), backlog=2048)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def _client_floor(burst: int, bursts: int) -> float:
+    """The slowest answer this client measures from a server that does nothing but answer 429."""
+    port = _free_port()
+    bare = subprocess.Popen([sys.executable, "-c", _BARE_SERVER, str(port)])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or bare.poll() is not None:
+                    raise RuntimeError("the bare asyncio server did not start") from None
+                time.sleep(0.05)
+        worst = 0.0
+        for _ in range(bursts):
+            results = asyncio.run(_burst(port, [_normal(i) for i in range(burst)]))
+            worst = max(worst, max(t for _, t, _ in results))
+        return worst
+    finally:
+        bare.kill()
+        bare.wait()
+
+
 def _concurrently(port: int, bodies: list[dict[str, Any]]) -> list[tuple[int, float]]:
     """All at once from one event loop: 300 client threads would take the server's CPU."""
 
@@ -135,7 +216,7 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(burst: int, bursts: int, normal: int, per_client: int | None) -> dict[str, Any]:
+def run(burst: int, bursts: int, normal: int, per_client: int | None, settings: dict[str, str] | None = None) -> dict[str, Any]:
     port = _free_port()
     tmp = Path(tempfile.mkdtemp(prefix="gpucost-abuse-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
@@ -143,6 +224,7 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None) -> dict[st
                NO_GCE_CHECK="true")
     if per_client is not None:
         env["GPUCOST_MAX_REQUESTS_PER_CLIENT"] = str(per_client)
+    env.update(settings or {})
     log = (tmp / "serve.log").open("wb")
     server = subprocess.Popen(
         [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", "127.0.0.1",
@@ -177,13 +259,15 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None) -> dict[st
         log_start = (tmp / "serve.log").stat().st_size
         rss = [_rss_mb(proc)]
         refusals: list[float] = []
+        from_connect: list[float] = []
         codes: dict[int, int] = {}
         for b in range(bursts):
-            results = _concurrently(port, [_normal(10_000 * (b + 1) + i) for i in range(burst)])
-            for status, seconds in results:
+            results = asyncio.run(_burst(port, [_normal(10_000 * (b + 1) + i) for i in range(burst)]))
+            for status, seconds, since_connect in results:
                 codes[status] = codes.get(status, 0) + 1
                 if status == 429:
                     refusals.append(seconds)
+                    from_connect.append(since_connect)
             rss.append(_rss_mb(proc))
         inside = _refusals_in_log(tmp / "serve.log", log_start)
         return {
@@ -201,6 +285,11 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None) -> dict[st
                 "refusal_ms_p99": round(_p(refusals, 0.99) * 1000, 1),
                 "refusal_ms_max": round(max(refusals) * 1000, 1) if refusals else None,
                 "refusals_over_100ms": sum(1 for s in refusals if s > 0.1),
+                # Timed from the start of each connection: the client's own loop opening every
+                # socket included (what this bench reported before 2026-12-01, second session).
+                "from_connect_ms_p50": round(_p(from_connect, 0.5) * 1000, 1),
+                "from_connect_ms_max": round(max(from_connect) * 1000, 1) if from_connect else None,
+                "client_floor_ms_max": round(_client_floor(burst, bursts) * 1000, 1),
                 # The same refusals as the server's access log times them: from the request's
                 # arrival in the app to its answer (without the wait to be read off the socket).
                 "server_side_ms_p50": round(_p(inside, 0.5), 2),
@@ -226,11 +315,16 @@ def main() -> None:
     parser.add_argument("--normal", type=int, default=15, help="normal quotes before and after the attack")
     parser.add_argument("--per-client", type=int, default=None,
                         help="GPUCOST_MAX_REQUESTS_PER_CLIENT for the server (0: no per-client limit)")
+    parser.add_argument("--set", action="append", default=[], metavar="GPUCOST_NAME=VALUE",
+                        help="a setting for the server (repeatable), e.g. --set GPUCOST_MAX_QUOTES=2")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not (1 <= args.burst <= 1000 and 1 <= args.bursts <= 20 and 1 <= args.normal <= 200):
         parser.error("--burst 1-1000, --bursts 1-20, --normal 1-200")
-    result = run(args.burst, args.bursts, args.normal, args.per_client)
+    settings = dict(item.split("=", 1) for item in args.set if "=" in item)
+    if len(settings) != len(args.set) or not all(k.startswith("GPUCOST_") for k in settings):
+        parser.error("--set takes GPUCOST_NAME=VALUE")
+    result = run(args.burst, args.bursts, args.normal, args.per_client, settings)
     if args.json:
         print(json.dumps(result))
         return
@@ -241,6 +335,8 @@ def main() -> None:
     print(f"{b['requests']} quotes in bursts: {b['statuses']}; 429 latency p50 {b['refusal_ms_p50']} ms, "
           f"p99 {b['refusal_ms_p99']} ms, max {b['refusal_ms_max']} ms, over 100 ms: {b['refusals_over_100ms']}; "
           f"inside the server p50 {b['server_side_ms_p50']} ms, max {b['server_side_ms_max']} ms")
+    print(f"  timed from each connection's start: p50 {b['from_connect_ms_p50']} ms, max {b['from_connect_ms_max']} ms; "
+          f"this client's floor (a bare server answering 429 at once): max {b['client_floor_ms_max']} ms")
     print(f"RSS (server + workers): {r['after_warmup_and_attack']} MB, after each burst {r['after_each_burst']} "
           f"(spread {r['spread_pct_over_bursts']} %)")
 

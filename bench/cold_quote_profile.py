@@ -2,7 +2,7 @@
 
 Times ``service.answers.quote_answer`` (what ``POST /v1/quote`` and ``gpucost quote`` compute) on a
 fresh SQLite store seeded with the bundled snapshot, p50 of ``--runs`` quotes of each kind, all
-in one process after one warm-up quote:
+in one process after one warm-up quote, the kinds taken in turn (one of each, then again):
 
 * ``repeat``: the same question again (every memo warm; no answer cache in-process);
 * ``tokens``: the same job with a token count never asked before (the amount of training only:
@@ -14,6 +14,7 @@ Then profiles ``--profile`` quotes of one kind (``--kind``, default ``tokens``) 
 prints the functions with the most cumulative and own time.
 
 Run: .venv/bin/python bench/cold_quote_profile.py [--runs 15] [--kind model] [--top 30]
+         [--skypilot-catalog ../shared/reference/skypilot-catalog]
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def main() -> None:
     ap.add_argument("--kind", choices=("repeat", "tokens", "seq_len", "model"), default="tokens")
     ap.add_argument("--profile", type=int, default=10, help="quotes of --kind profiled")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--skypilot-catalog", type=Path,
+                    help="also import this SkyPilot catalog folder (the store bench/vs_skypilot.py quotes on)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gpucost-profile-"))
     os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
@@ -62,22 +65,29 @@ def main() -> None:
     from service.answers import quote_answer
     from service.schemas import QuoteRequest
 
+    if args.skypilot_catalog is not None:
+        import subprocess
+
+        gpucost = Path(sys.executable).with_name("gpucost")
+        subprocess.run([str(gpucost), "prices", "import", "--format", "skypilot", str(args.skypilot_catalog), "--json"],
+                       env=os.environ, check=True, stdout=subprocess.DEVNULL)
     store = open_store(os.environ["GPUCOST_DB_URL"])
     t = time.perf_counter()
     quote_answer(QuoteRequest.model_validate(body("repeat")), store)
     print(f"first quote (store opened, offers pruned, estimates made): {time.perf_counter() - t:.2f} s")
 
-    def timed(kind: str, n: int) -> list[float]:
-        out = []
-        for _ in range(n):
+    kinds = ("repeat", "tokens", "seq_len", "model")
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    # Round robin over the kinds, so a change in the machine's load shifts all of them alike.
+    for _ in range(args.runs):
+        for kind in kinds:
             req = QuoteRequest.model_validate(body(kind))
             t = time.perf_counter()
             quote_answer(req, store)
-            out.append(time.perf_counter() - t)
-        return out
-
-    p50 = {kind: statistics.median(timed(kind, args.runs)) for kind in ("repeat", "tokens", "seq_len", "model")}
-    print(f"in-process quote p50 of {args.runs}, unrestricted, bundled catalog, {os.cpu_count()} CPUs, "
+            times[kind].append(time.perf_counter() - t)
+    p50 = {kind: statistics.median(times[kind]) for kind in kinds}
+    catalog = "bundled catalog" + (" + SkyPilot's" if args.skypilot_catalog is not None else "")
+    print(f"in-process quote p50 of {args.runs}, unrestricted, {catalog}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}:")
     for kind, s in p50.items():
         print(f"  {kind:8} {s * 1e3:8.1f} ms  (x{s / p50['repeat']:.1f} the repeated question)")

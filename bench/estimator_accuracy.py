@@ -7,8 +7,9 @@
 Rows: ``tests/data/reference/measurement_cases.jsonl`` (the public reference rows, unchanged),
 ``tests/data/measurements_extra.jsonl`` (rows added from public sources, each quoted) and
 ``tests/data/measurements_adjustments.jsonl`` (what a reference row's stack actually ran, with the
-reason: fused attention or not, TF32, litgpt). VRAM is scored on ``kind=measurement`` rows with
-``vram_kind=peak``; throughput on ``kind=measurement`` rows with a tokens/s or samples/s figure.
+reason: fused attention or not, TF32, litgpt, GPTQ, a fused loss, NCHW feature maps). VRAM is
+scored on ``kind=measurement`` rows with ``vram_kind=peak``; throughput on ``kind=measurement``
+rows with a tokens/s or samples/s figure.
 A row that does not state its gradient accumulation ran without it.
 
 Baselines: VRAM = weights + gradients + Adam states only (``accelerate estimate-memory`` style);
@@ -466,13 +467,35 @@ def report(cases: list[Case]) -> dict[str, Any]:
     return out
 
 
+def row_ids(spec: str) -> set[str]:
+    """``"V015-V028,M013"`` -> the ids it names (a range keeps its prefix and zero padding)."""
+    out: set[str] = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        lo, _, hi = part.partition("-")
+        if not hi:
+            out.add(lo)
+            continue
+        prefix = lo.rstrip("0123456789")
+        width = len(lo) - len(prefix)
+        if not hi.startswith(prefix) or not lo[len(prefix):] or not hi[len(prefix):].isdigit():
+            raise SystemExit(f"--without: bad range {part!r}")
+        out.update(f"{prefix}{i:0{width}d}" for i in range(int(lo[len(prefix):]), int(hi[len(prefix):]) + 1))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loso", action="store_true", help="leave-one-source-out refit and score")
     ap.add_argument("--fit", action="store_true", help="grid-search the fitted constants on all rows")
     ap.add_argument("--json", action="store_true", help="with --loso: also print the summary as one JSON line")
+    ap.add_argument("--without", default="", metavar="IDS",
+                    help="score without these rows, e.g. V015-V034 (ids and ranges, comma-separated): "
+                         "what the figures were on an older set of rows")
     args = ap.parse_args(argv)
     cases = load_cases()
+    if args.without:
+        left_out = row_ids(args.without)
+        cases = [c for c in cases if c.id not in left_out]
     if not cases:
         print("no measurement rows found", file=sys.stderr)
         return 1

@@ -291,14 +291,18 @@ def main() -> None:
     ap.add_argument("--distinct", nargs="?", const="tokens", default="pool",
                     help="every quote unique (no answer-cache hits): comma-separated modes of " + ", ".join(MODES))
     ap.add_argument("--big-plan", type=int, default=0, help="then one plan of this many jobs")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="server processes (gpucost serve --workers): one per core uses every core for quotes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if not 1 <= args.workers <= 64:
+        ap.error("--workers: 1 to 64")
     levels = [int(c) for c in args.clients.split(",") if c.strip()]
     modes = [m.strip() for m in args.distinct.split(",") if m.strip()]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--distinct: modes are {', '.join(MODES)}")
     by_mode: dict[str, list[dict[str, Any]]] = {}
-    with server() as base:
+    with server(args=["--workers", str(args.workers)]) as base:
         port = int(base.rsplit(":", 1)[1])
         for mode in modes:
             # Warm up: the store's memo, the offer index and the estimator caches.

@@ -4,27 +4,46 @@
 a configuration is (nodes, sharding, recipe, memory, whether it fits, why not) does not depend on
 how much is trained; its training hours and its dataset's share of host RAM and disk do. So the
 configurations are kept per workload without its amount (``Workload.rate_key``) and moved to the
-amount a request asks for here: the estimate each one was made from is moved by the estimator
-(``estimate.moved_to_amount``) and the configuration's amount figures are taken from it as
-``cloud._configs`` takes them (``movable`` checks, once per kept entry, that both give the same
-figures). A quote for tokens T is then the same, figure for figure, whether computed cold or right
-after one for other tokens (``tests/unit/test_amounts.py``).
+amount a request asks for here.
+
+Moving one costs a few float operations, not a new estimate: the request's amount is read once
+(``amounts.amount_inputs``: the run's tokens, the dataset's sizes), and each kept configuration's
+hours, RAM and disk are recomputed from the basis its estimate was made from with the estimator's
+own functions (``amounts.hours_at``, ``host.with_dataset``, ``estimator.job_ram_gb``). No workload,
+estimate or host object is made; a moved configuration keeps the estimate it was made from (only
+moving reads it). ``KeptMoves`` checks, the first time an entry moves, that this reproduces every
+figure ``cloud._configs`` gave at the kept amount; where it does not (a change to one of the two
+that the other lacks) the entry is computed anew for each amount rather than moved. A quote for
+tokens T is the same, figure for figure, whether computed cold or right after one for other tokens
+(``tests/unit/test_amounts.py``, ``tests/unit/test_moved_configs.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from optimizer.candidates.estimator import job_host
-from optimizer.estimator.amounts import amount_kind, same_amount
+from optimizer.candidates.estimator import job_ram_gb
+from optimizer.estimator.amounts import (
+    BASIS_KEY,
+    AmountBasis,
+    amount_inputs,
+    amount_kind,
+    hours_at,
+    same_amount,
+)
 from optimizer.estimator.estimate import moved_to_amount
+from optimizer.estimator.host import disk_total_gb, with_dataset
 from optimizer.estimator.workload import Workload
 
 if TYPE_CHECKING:
     from optimizer.results import Estimate
 
 C = TypeVar("C")
+
+# The configuration fields that follow the amount (``cloud._Config``); the others never change.
+MOVED_FIELDS = ("train_hours", "ram_gb_per_node", "setup_hours", "disk_gb_per_node")
 
 
 def amount_key(w: Workload) -> tuple[str, tuple[str, ...]]:
@@ -33,25 +52,108 @@ def amount_key(w: Workload) -> tuple[str, tuple[str, ...]]:
     return w.rate_key(), amount_kind(w)
 
 
-def amount_figures(est: Estimate, gpus_per_node: float, total_gpus: float,
-                   setup_hours: float | None) -> dict[str, Any]:
-    """A configuration's figures that follow the amount of training, from its estimate: the
-    arithmetic ``cloud._configs`` uses (``movable`` holds the two to the same figures)."""
+@dataclass(frozen=True, slots=True)
+class _Basis:
+    """What one configuration's amount figures are recomputed from."""
+
+    index: int  # in the kept list
+    values: list[Any]  # the configuration's fields, in order (moving replaces ``MOVED_FIELDS``)
+    basis: AmountBasis
+    ram_parts_gb: dict[str, float]
+    disk_parts_gb: dict[str, float]
+    gpu_count: int  # the estimate's (the GPUs that train)
+    total_gpus: float  # the configuration's (all GPUs of its nodes)
+
+
+def config_figures(
+    hours: float, job_setup_hours: float, job_ram: float, disk_gb: float,
+    gpus_per_node: float, total_gpus: float, setup_hours: float | None,
+) -> tuple[float, float, float, float]:
+    """A configuration's ``MOVED_FIELDS`` from its estimate's hours, setup hours, job RAM and disk:
+    the arithmetic ``cloud._configs`` uses (``KeptMoves`` holds the two to the same figures)."""
     whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
-    host = job_host(est)
     # The estimate's hours include its setup; option generation bills setup once, apart.
-    train = max(0.0, est.hours - host.setup_hours)
+    train = max(0.0, hours - job_setup_hours)
     # A GPU partition (g6f: a quarter GPU) runs at its share of the card's speed.
-    hours = train if whole else train / gpus_per_node
+    train_hours = train if whole else train / gpus_per_node
     # The estimator sizes the host for one node of up to 8 GPUs.
     share = (gpus_per_node / min(total_gpus, 8)) if whole else 1.0
-    return {
-        "train_hours": hours,
-        "ram_gb_per_node": host.ram_gb * share,
-        "cores_per_node": host.cpu_cores * share,
-        "setup_hours": host.setup_hours if setup_hours is None else setup_hours,
-        "disk_gb_per_node": est.host.disk_gb,
-    }
+    setup = job_setup_hours if setup_hours is None else setup_hours
+    return train_hours, job_ram * share, setup, disk_gb
+
+
+class KeptMoves(Generic[C]):
+    """A group's kept configurations (made by ``cloud._configs`` for ``kept``) and how each moves to
+    another amount of training. What moving needs is read from the configurations' estimates, and
+    checked, the first time they move: a quote that is never followed by another amount pays nothing."""
+
+    __slots__ = ("_at", "_bases", "_cfgs", "_checked", "_gpus_per_node", "_kept", "_setup_hours")
+
+    def __init__(self, cfgs: list[C], kept: Workload, gpus_per_node: float, setup_hours: float | None) -> None:
+        self._cfgs = cfgs
+        self._kept = kept
+        self._gpus_per_node = gpus_per_node
+        self._setup_hours = setup_hours
+        self._bases: list[_Basis] | None = None  # None: not movable (or not yet checked)
+        self._at: list[int] = []
+        self._checked = False
+
+    def _prepare(self) -> list[_Basis] | None:
+        """Each movable configuration's basis; None when moving them would not reproduce their own
+        figures at the kept amount exactly (then they are computed anew for each amount)."""
+        cfgs = self._cfgs
+        bases: list[_Basis] = []
+        for i, c in enumerate(cfgs):
+            est: Estimate | None = getattr(c, "source", None)
+            if est is None or getattr(c, "reason", None) is not None:
+                continue  # a rejection keeps its reason for any amount
+            basis = est.details.get(BASIS_KEY) if est.details else None
+            if not isinstance(basis, AmountBasis):
+                continue  # not the estimator's model: nothing of it follows the amount
+            ram = est.details.get("host_ram_parts_gb")
+            disk = est.details.get("host_disk_parts_gb")
+            if not ram or not disk:
+                return None
+            values = [getattr(c, f.name) for f in dataclasses.fields(c)]  # type: ignore[arg-type]
+            bases.append(_Basis(i, values, basis, ram, disk, est.gpu_count, c.total_gpus))  # type: ignore[attr-defined]
+        for b, got in zip(bases, self._figures(bases, self._kept), strict=True):
+            if got != tuple(getattr(cfgs[b.index], f) for f in MOVED_FIELDS):
+                return None
+        if bases:
+            # Where ``MOVED_FIELDS`` sit among a configuration's fields, for positional construction
+            # (``dataclasses.replace`` reads every field by name each time).
+            names = [f.name for f in dataclasses.fields(type(cfgs[bases[0].index]))]  # type: ignore[arg-type]
+            self._at = [names.index(f) for f in MOVED_FIELDS]
+        return bases
+
+    def _figures(self, bases: list[_Basis], w: Workload) -> list[tuple[float, float, float, float]]:
+        out = []
+        for b in bases:
+            a = amount_inputs(b.basis.shape, w)
+            hours, parts = hours_at(b.basis, a.tokens)
+            ram_parts, disk_parts = with_dataset(b.ram_parts_gb, b.disk_parts_gb, a.cache_gb, a.raw_gb)
+            # As ``estimator.job_host`` reads the estimate: setup from the hours' parts.
+            out.append(config_figures(
+                hours, float(parts.get("setup_hours", 0.0)), job_ram_gb(ram_parts, b.gpu_count),
+                disk_total_gb(disk_parts), self._gpus_per_node, b.total_gpus, self._setup_hours,
+            ))
+        return out
+
+    def at(self, w: Workload) -> list[C] | None:
+        """The configurations for ``w``'s amount of training (``w``: the kept workload but for its
+        amount); None when they do not move (``_prepare``)."""
+        if not self._checked:
+            self._bases = self._prepare()  # the same whichever thread sets it
+            self._checked = True
+        if self._bases is None:
+            return None
+        cfgs = list(self._cfgs)
+        for b, got in zip(self._bases, self._figures(self._bases, w), strict=True):
+            values = b.values.copy()
+            for i, v in zip(self._at, got, strict=True):
+                values[i] = v
+            cfgs[b.index] = type(cfgs[b.index])(*values)
+        return cfgs
 
 
 def moved_estimate(est: Estimate | str, w: Workload) -> Estimate | str:
@@ -59,30 +161,6 @@ def moved_estimate(est: Estimate | str, w: Workload) -> Estimate | str:
     if isinstance(est, str) or same_amount(est, w):
         return est
     return moved_to_amount(est, w)
-
-
-def moved_config(c: C, w: Workload, gpus_per_node: float, setup_hours: float | None) -> C:
-    """Kept configuration ``c`` (a ``cloud._Config``) for ``w``'s amount of training. A rejected one
-    (``reason`` set) is returned as it is: only its reason is read, and that is the same for any amount."""
-    source = getattr(c, "source", None)
-    if source is None or getattr(c, "reason", None) is not None or same_amount(source, w):
-        return c
-    est = moved_to_amount(source, w)
-    figures = amount_figures(est, gpus_per_node, c.total_gpus, setup_hours)  # type: ignore[attr-defined]
-    return dataclasses.replace(c, source=est, **figures)  # type: ignore[type-var]
-
-
-def movable(cfgs: list[Any], gpus_per_node: float, setup_hours: float | None) -> bool:
-    """Whether ``amount_figures`` gives each configuration's figures exactly as ``cloud._configs``
-    gave them: kept configurations move to another amount only then (a change to one of the two
-    that the other lacks makes them computed anew, never wrong)."""
-    for c in cfgs:
-        if c.source is None or c.reason is not None:
-            continue  # never moved (``moved_config``)
-        want = amount_figures(c.source, gpus_per_node, c.total_gpus, setup_hours)
-        if any(getattr(c, k) != v for k, v in want.items()):
-            return False
-    return True
 
 
 class MovingMemo(dict):  # type: ignore[type-arg]

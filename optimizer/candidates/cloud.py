@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from optimizer import costs, spot_risk
-from optimizer.candidates.amounts import MovingMemo, amount_key, movable, moved_config, moved_estimate
+from optimizer.candidates.amounts import KeptMoves, MovingMemo, amount_key, moved_estimate
 from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.estimator import (
     Estimator,
@@ -90,7 +90,8 @@ class _Config:
     measurement_id: str | None = None
     warnings: tuple[str, ...] = ()  # what the option should say: a tight fit, idle GPUs
     images: bool = False  # an image job (JPEG decoding feeds it; ``candidates.feeding``)
-    # The estimate it was made from, to move it to another amount of training (``candidates.amounts``).
+    # The estimate it was made from, to move it to another amount of training (``candidates.amounts``);
+    # a moved configuration keeps the one it was moved from (its amount figures are the config's own).
     source: Estimate | None = field(default=None, compare=False, repr=False)
 
 
@@ -212,14 +213,18 @@ def _tight(c: _Config) -> bool:
 # the product's estimator and sharding choices), so they are kept across requests like the
 # estimates they are made of: bounded, least recently used out. Each entry holds the estimates it
 # read, which a request's own memo takes in, so what a quote reports it estimated does not change.
-# An unrestricted quote reads about 130 groups, so 2,048 entries hold the last 15 or so workloads,
-# whose estimates the estimator's own memo still holds: at 8,192 the entries kept estimates alive
-# that it had let go, and bench/footprint.py saw the server 94 MB larger after 200 distinct quotes.
-CONFIGS_MEMO_SIZE = 2048
+# An unrestricted quote reads about 130 groups, so 4,096 entries hold the last 30 or so workloads,
+# whose estimates the estimator's own memo (8,192 per table) still mostly holds: at 8,192 the entries
+# kept estimates alive that it had let go, and bench/footprint.py saw the server 94 MB larger after
+# 200 distinct quotes; at 4,096 it saw 212 MB against 229 MB at 2,048 (same run, noise). 2,048 held
+# 15 workloads, fewer than bench/load.py's 18 jobs, so a sweep of tokens over them was mostly cold.
+CONFIGS_MEMO_SIZE = 4096
 _EstimateKey = tuple[str, int, str | None]
 _Memo = dict[_EstimateKey, Estimate | str]
-# (configurations, the estimates read, the amount of training they hold, whether they move to another)
-_KeptConfigs = tuple[list[_Config], tuple[tuple[_EstimateKey, Estimate | str], ...], tuple[float | None, ...], bool]
+# (configurations, the estimates read, the amount of training they hold, how they move to another)
+_KeptConfigs = tuple[
+    list[_Config], tuple[tuple[_EstimateKey, Estimate | str], ...], tuple[float | None, ...], KeptMoves[_Config]
+]
 _CONFIGS: LruMemo[tuple[object, ...], _KeptConfigs] = LruMemo(CONFIGS_MEMO_SIZE)
 
 
@@ -238,17 +243,18 @@ def _kept(
     def compute() -> _KeptConfigs:
         read: _Memo = {}
         cfgs = make(read)
-        return cfgs, tuple(read.items()), amount_of(workload), movable(cfgs, gpus_per_node, setup_hours)
+        return cfgs, tuple(read.items()), amount_of(workload), KeptMoves(cfgs, workload, gpus_per_node, setup_hours)
 
-    cfgs, read, amount, can_move = _CONFIGS.get_or_compute(key, compute)
-    if amount != amount_of(workload) and not can_move:
+    cfgs, read, amount, moves = _CONFIGS.get_or_compute(key, compute)
+    moved = cfgs if amount == amount_of(workload) else moves.at(workload)
+    if moved is None:  # these configurations do not move between amounts
         return make(memo)
     # A ``MovingMemo`` moves an estimate when it is read; a plain one takes them moved.
     lazy = isinstance(memo, MovingMemo) and memo.workload is workload
     for k, est in read:
         if k not in memo:
             memo[k] = est if lazy else moved_estimate(est, workload)
-    return [moved_config(c, workload, gpus_per_node, setup_hours) for c in cfgs]
+    return moved
 
 
 # Forgotten with the estimator's memos (``estimate.clear_cache``: after calibration changes).

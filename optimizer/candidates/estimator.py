@@ -67,6 +67,17 @@ class JobHost:
     setup_hours: float
 
 
+def job_ram_gb(ram_parts_gb: dict[str, float], gpu_count: int) -> float:
+    """The RAM one node's share of the job uses, from the estimator's parts (``job_host``)."""
+    per_node = min(gpu_count, 8)
+    loading = float(ram_parts_gb.get("model_loading", 0.0))
+    # Hub checkpoints are safetensors shards of at most ~5 GB (transformers' default
+    # ``max_shard_size``), memory-mapped and moved to the GPU a shard at a time: a process's
+    # resident peak while loading is about one shard, not the whole checkpoint.
+    loading_real = min(loading, CHECKPOINT_SHARD_GB * per_node)
+    return float(sum(ram_parts_gb.values())) - loading + loading_real
+
+
 def job_host(est: Estimate) -> JobHost:
     """RAM and cores the job needs (loading the checkpoint, the dataset cache, the dataloader
     workers, the system), without the floors the estimator adds as advice for building a machine
@@ -74,16 +85,7 @@ def job_host(est: Estimate) -> JobHost:
     estimate carries no breakdown."""
     parts = est.details.get("host_ram_parts_gb") if est.details else None
     workers = est.details.get("dataloader_workers") if est.details else None
-    if parts:
-        per_node = min(est.gpu_count, 8)
-        loading = float(parts.get("model_loading", 0.0))
-        # Hub checkpoints are safetensors shards of at most ~5 GB (transformers' default
-        # ``max_shard_size``), memory-mapped and moved to the GPU a shard at a time: a process's
-        # resident peak while loading is about one shard, not the whole checkpoint.
-        loading_real = min(loading, CHECKPOINT_SHARD_GB * per_node)
-        ram = float(sum(parts.values())) - loading + loading_real
-    else:
-        ram = est.host.ram_gb
+    ram = job_ram_gb(parts, est.gpu_count) if parts else est.host.ram_gb
     cores = (
         float(max(1, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value)))
         if isinstance(workers, int | float) and workers > 0

@@ -48,6 +48,7 @@ from optimizer.estimator.throughput import (
     dispatch_seconds,
     effective_peak_tflops,
     matmul_efficiency,
+    nchw_transpose_bytes,
     offload_seconds,
     tokens_per_sample,
     training_flops_per_token,
@@ -88,6 +89,7 @@ def _per_token_floor(shape: ModelShape, w: Workload, gpu: GpuSpec, micro: int) -
     for n, sharding in LAYOUTS:
         mem = memory_parts(shape, w, gpu, n, sharding)
         g_bytes = _activation_traffic_bytes(shape, w, mem)  # ``w`` runs one sample per micro-step
+        g_bytes += nchw_transpose_bytes(shape, w, gpu)  # NCHW layout transposes, per sample too
         gathered = n if sharding in ("zero3", "fsdp") else 1
         f_bytes = (3.0 if w.method == "full" else 2.0) * mem.weights * gathered
         if w.method == "qlora":

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from optimizer.estimator.host import HostDetail, host_needs
+from optimizer.estimator.host import HostDetail, dataset_gb, host_needs
 from optimizer.estimator.throughput import run_hours, run_tokens, train_flops
 from optimizer.estimator.workload import AMOUNT_FIELDS, Workload
 
@@ -54,14 +54,21 @@ class AmountFigures:
     train_flops: float  # rounded as the estimate shows it
 
 
+def hours_at(b: AmountBasis, tokens: float) -> tuple[float, dict[str, float]]:
+    """A run's hours (rounded as the estimate shows them) and their parts when it trains ``tokens``
+    (``run_tokens``) at ``b``'s speed: all the amount changes of them."""
+    hours, parts = run_hours(tokens, b.tp.tokens_per_second, b.shape, b.w, b.mem, b.gpu_count, b.sharding)
+    return float(round(hours, 4)), parts
+
+
 def figures(b: AmountBasis) -> AmountFigures:
     """A run's hours, host needs and FLOPs for ``b.w``'s amount of training."""
     w = b.w
     tps = b.tp.tokens_per_second
-    hours, parts = run_hours(run_tokens(b.shape, w), tps, b.shape, w, b.mem, b.gpu_count, b.sharding)
+    hours, parts = hours_at(b, run_tokens(b.shape, w))
     host = host_needs(b.shape, w, b.mem, b.gpu_count, tps, b.sharding, b.tp.samples_per_second)
     return AmountFigures(
-        hours=float(round(hours, 4)),
+        hours=hours,
         hour_parts=dict(parts),
         host=host,
         train_flops=float(f"{train_flops(b.shape, w):.6e}"),
@@ -71,14 +78,60 @@ def figures(b: AmountBasis) -> AmountFigures:
 _FIELDS = tuple(sorted(AMOUNT_FIELDS))
 
 
+# The last workload asked and its amount: a quote asks ``amount_of`` of its workload once per group
+# of offers (workloads are frozen; one tuple, replaced whole, so threads see a matching pair).
+_LAST_AMOUNT: tuple[Workload | None, tuple[float | None, ...]] = (None, ())
+
+
 def amount_of(w: Workload) -> tuple[float | None, ...]:
     """The amount of training ``w`` asks for, as its ``AMOUNT_FIELDS`` in a fixed order."""
-    return tuple(getattr(w, f) for f in _FIELDS)
+    global _LAST_AMOUNT
+    last = _LAST_AMOUNT
+    if last[0] is w:
+        return last[1]
+    amount = tuple(getattr(w, f) for f in _FIELDS)
+    _LAST_AMOUNT = (w, amount)
+    return amount
+
+
+@dataclass(frozen=True, slots=True)
+class AmountInputs:
+    """What a workload's amount of training is, as the amount-dependent figures take it: the run's
+    tokens (images for a CNN) and its dataset's tokenized and raw size."""
+
+    tokens: float
+    cache_gb: float
+    raw_gb: float
+
+
+_LAST_INPUTS: tuple[Workload | None, ModelShape | None, AmountInputs | None] = (None, None, None)
+
+
+def amount_inputs(shape: ModelShape, w: Workload) -> AmountInputs:
+    """``w``'s amount for ``shape``: the same for every GPU, count and recipe of ``w``, so computed
+    once per request (the last one is kept)."""
+    global _LAST_INPUTS
+    last = _LAST_INPUTS
+    if last[0] is w and last[1] is shape and last[2] is not None:
+        return last[2]
+    cache, raw = dataset_gb(shape, w)
+    got = AmountInputs(run_tokens(shape, w), cache, raw)
+    _LAST_INPUTS = (w, shape, got)
+    return got
+
+
+_LAST_KIND: tuple[Workload | None, tuple[str, ...]] = (None, ())
 
 
 def amount_kind(w: Workload) -> tuple[str, ...]:
     """Which ``AMOUNT_FIELDS`` ``w`` gives (an image model refuses tokens but takes samples)."""
-    return tuple(f for f in _FIELDS if getattr(w, f) is not None)
+    global _LAST_KIND
+    last = _LAST_KIND
+    if last[0] is w:
+        return last[1]
+    kind = tuple(f for f, v in zip(_FIELDS, amount_of(w), strict=True) if v is not None)
+    _LAST_KIND = (w, kind)
+    return kind
 
 
 def same_amount(est: Estimate, w: Workload) -> bool:

@@ -113,8 +113,8 @@ MATMUL_EFFICIENCY = Constant(
     0.75, "of what large GEMMs reach on the GPU's generation (GEMM_ATTAINABLE)",
     "share training matmuls sustain (smaller and odd shapes, epilogues, attention); fitted (0.78 "
     "before the Qwen Q-LoRA rows were priced as the GPTQ they ran)",
-    fitted_on=("the 90 text throughput rows: M010-M018, M091-M092, M100-M117, M120-M139, M140-M151, X009-X010, "
-               "Q001-Q036",),
+    fitted_on=(("the 90 text throughput rows: M010-M018, M091-M092, M100-M117, M120-M139, M140-M151, X009-X010, "
+                "Q001-Q036"),),
 )
 ACTIVATION_TRAFFIC = Constant(
     8.0, "passes over the saved activations per step",
@@ -143,13 +143,13 @@ CONV_EFFICIENCY_SHARE = Constant(
     1.0, "of the GEMM share",
     "cuDNN implicit-GEMM convolutions against large transformer GEMMs; fitted on the image rows "
     "(the fit sits at its cap of 1.0: ResNet-50's time is mostly its feature-map traffic)",
-    fitted_on=("V001-V008 (DeepLearningExamples ResNet-50, timm ResNet-50 / ViT-B/16)",),
+    fitted_on=("V001-V034 (DeepLearningExamples and Lambda ResNet-50, timm ResNet-50 / ViT-B/16)",),
 )
 CNN_TRAFFIC = Constant(
     10.0, "passes over the saved feature maps per step",
     "batch norm, ReLU and residual adds read and write every feature map in forward and backward; "
     "fitted on the image rows",
-    fitted_on=("V001-V008",),
+    fitted_on=("V001-V034",),
 )
 WINOGRAD_MULTIPLY_SAVING = Constant(
     2.25, "x fewer multiplies",
@@ -160,6 +160,17 @@ WINOGRAD_MULTIPLY_SAVING = Constant(
     "Gray 2016, 'Fast Algorithms for Convolutional Neural Networks', arXiv 1509.09308, s.4; larger "
     "tiles save more, their transforms cost more). Tensor-core convolutions (fp16, TF32) run as "
     "implicit GEMM and keep their full count. A figure from the algorithm, not fitted",
+)
+NCHW_TRANSPOSES_PER_CONV = Constant(
+    6.0, "feature-map transposes per convolution per training step",
+    "tensor cores convolve NHWC data; given PyTorch's default NCHW layout, cuDNN transposes the "
+    "input to NHWC before each convolution call and the output back after it (MosaicML Composer "
+    "'Channels Last' method card, docs.mosaicml.com, read 2026-12-01, after NVIDIA's diagram: "
+    "'the NCHW tensor must be transposed to NHWC before the convolution and transposed back to NCHW "
+    "after'). A training step makes three calls per convolution (forward: x in, y out; data "
+    "gradient: dy in, dx out; weight gradient: x and dy in): 6 transposes of maps of the "
+    "convolution's input or output size, each read and written once. A count, not fitted; CUDA-core "
+    "convolutions (fp32 without TF32, bf16 emulated on Volta/Turing) take NCHW natively",
 )
 CNN_DISPATCH_SHARE = Constant(
     0.3, "of a transformer block's launch time",
@@ -180,7 +191,7 @@ DP_STEP_OVERHEAD_S = Constant(
     "waiting for the slowest of n processes; log2(n) x this per optimizer step. Fitted on the "
     "8-GPU ResNet-50 rows (DeepLearningExamples: 6.7-7.8x on 8 GPUs; 0.006 and 0.008 fit them "
     "about equally, 0.006 keeps the A100 AMP row's published 6.72x)",
-    fitted_on=("V009-V014",),
+    fitted_on=("V009-V014", "V017", "V021", "V027"),
 )
 QLORA_DISPATCH_FACTOR = Constant(
     1.6, "x a LoRA block's launch time",
@@ -243,12 +254,31 @@ GEMM_ATTAINABLE = {
         "wide range rather than a guess between the known generations",
     ),
 }
+GEFORCE_GEMM_ATTAINABLE = Constant(
+    1.23, "of the datasheet's dense FP32-accumulate tensor peak (GeForce cards, tensor-core matmuls)",
+    "GeForce datasheets quote tensor peaks at the rated boost clock (with FP32 accumulate at half "
+    "the FP16-accumulate rate, the rate PyTorch's cuBLAS calls get), and the boards run above it: "
+    "in one PyTorch matmul benchmark (mli/transformers-benchmarks README, micro_bench.ipynb, 2022) "
+    "an RTX 3090 Ti reaches 81 TFLOPS fp16 of its 80 (1.01) where an A100-80GB reaches 230 of 312 "
+    "(0.74) and a V100 95 of 125 (0.76); the same notebook run on an RTX 4090 gives 158.6-167.1 of "
+    "165.2 and on an A800-80GB PCIe 215.3 of 312 (mli/transformers-benchmarks issue #4, "
+    "2023-04-13), and another PyTorch benchmark gives the 4090 168.4 fp16, 164.8 bf16 and 85.7 "
+    "TF32 of 165.2 / 82.6 (zzc0721/torch-performance-test-data issue #78, 2025-10-17). This table "
+    "holds datacenter Ampere at 0.90 (its large-GEMM ceiling), so GeForce cards get 0.90 x 1.01 / "
+    "0.74 = 1.23 of their datasheet peak to keep the measured ratio. GeForce (consumer) cards "
+    "only: the 300 W workstation RTX A6000 reaches 95 of its 150 in the same table. Tensor-core matmuls only: "
+    "plain fp32 on the CUDA cores does not run above its datasheet figure (the 4090's 53.8 of 82.6 "
+    "in issue #78) and keeps the generation's share. From the sources, not fitted",
+)
 TF32_CONV_SHARE = Constant(
-    0.5, "of the TF32 tensor-core rate",
-    "cuDNN's TF32 convolutions (fp32 storage, TF32 maths) reach less of their half-fp16 peak than "
-    "fp16 ones do: twice the bytes per feature map and fp32 epilogues. Fitted on the TF32 ResNet-50 "
-    "rows of DeepLearningExamples (A100: 938 img/s TF32 against 2470 AMP, 2.63x)",
-    fitted_on=("V002", "V010"),
+    1.0, "of the TF32 tensor-core rate",
+    "TF32 convolutions (fp32 storage, TF32 maths) reach the same share of their half-fp16 peak as "
+    "fp16 ones; their extra cost is bytes: fp32 feature maps (priced as traffic) and, in the NCHW "
+    "layout every published TF32 recipe runs, cuDNN's layout transposes (NCHW_TRANSPOSES_PER_CONV). "
+    "Fitted on the TF32 ResNet-50 rows of DeepLearningExamples and of Lambda's runs "
+    "(lambdal/deeplearning-benchmark, A100 / A10 / H100 / RTX 3090 / RTX 4090, 1 and 8 GPUs): the fit is 1.0, its "
+    "prior, in sample and with any family left out (it was 0.5 while the transposes were not priced)",
+    fitted_on=("V002", "V010", "V015", "V017", "V023", "V025", "V027", "V029", "V031", "V033"),
 )
 MEMORY_BW_EFFICIENCY = Constant(
     0.8, "fraction of datasheet bandwidth", "STREAM-like kernels reach ~80-90% of HBM/GDDR peak"

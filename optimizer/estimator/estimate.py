@@ -13,6 +13,7 @@ from optimizer.errors import InvalidInput
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
+from optimizer.estimator.construct import constructed
 from optimizer.estimator.amounts import figures as amount_figures
 from optimizer.estimator.host import HostDetail, host_notes
 from optimizer.estimator.memory import GB, MemoryParts, memory_parts
@@ -21,7 +22,7 @@ from optimizer.estimator.support import check_supported
 from optimizer.estimator.shapes import ModelShape, resolve_model
 from optimizer.results import Estimate, MemoryBreakdown, Recipe
 from optimizer.estimator.ranges import capacity_warnings, memory_width, span, throughput_width
-from optimizer.estimator.throughput import throughput
+from optimizer.estimator.throughput import Throughput, throughput
 from optimizer.estimator.workload import Workload
 
 # Lightest first: each step shards more state at the price of more communication.
@@ -56,9 +57,27 @@ def _public(shape: ModelShape) -> dict[str, object]:
     return shape.public()
 
 
+# One memory model's breakdown, by the memory model object: ``_memory`` hands every card with the
+# same attention kernel the same ``MemoryParts``, so their estimates share one breakdown. The key
+# is the object's id, and the entry holds the object, so an id reused after it is freed never hits.
+_BREAKDOWNS: dict[int, tuple[MemoryParts, MemoryBreakdown]] = {}
+_BREAKDOWNS_MAX = 8192
+
+
 def _memory_gb(mem: MemoryParts) -> MemoryBreakdown:
+    hit = _BREAKDOWNS.get(id(mem))
+    if hit is not None and hit[0] is mem:
+        return hit[1]
+    if len(_BREAKDOWNS) >= _BREAKDOWNS_MAX:
+        _BREAKDOWNS.clear()
+    bd = _BREAKDOWNS[id(mem)] = (mem, _breakdown(mem))
+    return bd[1]
+
+
+def _breakdown(mem: MemoryParts) -> MemoryBreakdown:
     total = _round(mem.total / GB)
-    return MemoryBreakdown.model_construct(
+    return constructed(
+        MemoryBreakdown,
         weights=_round(mem.weights / GB),
         gradients=_round(mem.gradients / GB),
         optimizer=_round(mem.optimizer / GB),
@@ -105,8 +124,8 @@ def _warnings(w: Workload, gpu: GpuSpec, host: HostDetail, emulated: bool,
 
 def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, tried: list[str]) -> Estimate:
     _check_vision(shape, w)
-    mem = memory_parts(shape, w, gpu, gpu_count, sharding)
-    tp = throughput(shape, w, gpu, gpu_count, sharding, mem)
+    mem = _memory(shape, w, gpu, gpu_count, sharding)
+    tp = _speed(shape, w, gpu, gpu_count, sharding, mem)
     # What depends on the amount of training (hours, FLOPs, the dataset's RAM and disk), computed
     # as ``amounts.at_amount`` computes it for another amount from the same basis.
     basis = AmountBasis(shape, w, mem, tp, gpu_count, sharding)
@@ -139,9 +158,10 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
     notes.extend(host_notes(host))
     warnings = _warnings(w, gpu, host, emulated, total_gb, mem_range[1], usable)
 
-    # model_construct: every value here is already of its field's type, and this runs hundreds of
-    # times per quote.
-    return Estimate.model_construct(
+    # model_construct (``constructed``: the same, faster): every value here is already of its
+    # field's type, and this runs hundreds of times per quote.
+    return constructed(
+        Estimate,
         params=shape.params,
         trainable_params=mem.trainable_params,
         memory_gb=_memory_gb(mem),
@@ -307,17 +327,46 @@ _FUSED: dict[tuple[str, bool, str, str, int], bool] = {}
 _PEAK_MAX = 65536
 
 
-def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> float:
-    """Peak GB per GPU, shared by every GPU type with the same attention kernel: the memory model
-    depends on the card only through ``fused_attention_available`` (a unit test holds it to
-    that), so a quote's recipe search over dozens of card types evaluates each micro-batch once."""
+def _fused(shape: ModelShape, w: Workload, gpu: GpuSpec) -> bool:
+    """Whether ``gpu`` runs fused attention for ``w`` (memoised: the recipe search asks per trial)."""
     from optimizer.estimator.memory import fused_attention_available
 
     fk = (gpu.name, w.flash_attention, w.precision, w.stack, shape.attn_head_dim)
     fused = _FUSED.get(fk)
     if fused is None:
         fused = _FUSED[fk] = fused_attention_available(gpu, w, shape.attn_head_dim)
-    key = (w.rate_key(), gpu_count, sharding, fused)
+    return fused
+
+
+# The memory model and the speed of one concrete recipe (``w`` with its micro-batch, checkpointing
+# and precision fixed), memoised without the amount of training: the recipe search compares the
+# speed of its trials and the estimate of the winner reads the same figures again, and the memory
+# model is the same on every card with the same attention kernel (see ``_peak_gb``), so a quote over
+# dozens of card types computes each once. Bounded like the estimates they make.
+SPEED_MEMO_SIZE = 4096
+_PARTS: LruMemo[tuple[str, int, str, bool], MemoryParts] = LruMemo(SPEED_MEMO_SIZE)
+_SPEED: LruMemo[tuple[str, str, int, str], Throughput] = LruMemo(SPEED_MEMO_SIZE)
+
+
+def _memory(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> MemoryParts:
+    if w.precision == "auto":  # resolved per card inside: not shared
+        return memory_parts(shape, w, gpu, gpu_count, sharding)
+    key = (w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu))
+    return _PARTS.get_or_compute(key, lambda: memory_parts(shape, w, gpu, gpu_count, sharding))
+
+
+def _speed(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts) -> Throughput:
+    if w.precision == "auto":
+        return throughput(shape, w, gpu, gpu_count, sharding, mem)
+    key = (w.rate_key(), gpu.name, gpu_count, sharding)
+    return _SPEED.get_or_compute(key, lambda: throughput(shape, w, gpu, gpu_count, sharding, mem))
+
+
+def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> float:
+    """Peak GB per GPU, shared by every GPU type with the same attention kernel: the memory model
+    depends on the card only through ``fused_attention_available`` (a unit test holds it to
+    that), so a quote's recipe search over dozens of card types evaluates each micro-batch once."""
+    key = (w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu))
     hit = _PEAK.get(key)
     if hit is None:
         if len(_PEAK) >= _PEAK_MAX:
@@ -339,8 +388,8 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         return _peak_gb(shape, cw, gpu, gpu_count, sharding) <= usable
 
     def speed(t: rcp.Trial) -> float:
-        mem = memory_parts(shape, t.workload, gpu, gpu_count, sharding)
-        return throughput(shape, t.workload, gpu, gpu_count, sharding, mem).tokens_per_second
+        mem = _memory(shape, t.workload, gpu, gpu_count, sharding)
+        return _speed(shape, t.workload, gpu, gpu_count, sharding, mem).tokens_per_second
 
     trials = rcp.fitting_trials(w, gpu_count, sharding, fits)
     if len(trials) > 1:
@@ -358,7 +407,7 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
     est, t = best
     recipe = t.recipe
     if chose_precision:  # the request said "auto": the recipe says which precision it chose
-        recipe = Recipe.model_construct(**{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
+        recipe = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
     return est.model_copy(update={"recipe": recipe})
 
 
@@ -382,6 +431,9 @@ def clear_cache() -> None:
     _CACHE.clear()
     _FITTED.clear()
     _PEAK.clear()
+    _PARTS.clear()
+    _SPEED.clear()
+    _BREAKDOWNS.clear()
     for forget in _ON_CLEAR:
         forget()
 

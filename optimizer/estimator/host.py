@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from optimizer.estimator import calibration as cal
+from optimizer.estimator.construct import constructed
 from optimizer.estimator.memory import MemoryParts
 from optimizer.estimator.shapes import ModelShape
 from optimizer.results import HostNeeds
@@ -75,6 +76,37 @@ def _dataset_images(w: Workload) -> float:
     if w.samples is not None:
         return w.samples
     return cal.DEFAULT_IMAGES.value
+
+
+# Beyond this the tokenized dataset streams from disk instead of staying in the page cache.
+DATASET_CACHE_CAP_GB = 64.0
+
+
+def dataset_gb(shape: ModelShape, w: Workload) -> tuple[float, float]:
+    """(tokenized copy, raw files) of ``w``'s dataset in GB: what the amount of training changes on
+    a host (``optimizer.estimator.amounts`` moves kept estimates to another amount with it)."""
+    if shape.is_vision:
+        raw = w.dataset_gb if w.dataset_gb is not None else _dataset_images(w) * IMAGE_FILE_BYTES / GB
+        return 0.0, raw
+    tokens = _dataset_tokens(w)
+    raw = w.dataset_gb if w.dataset_gb is not None else tokens * cal.BYTES_PER_TOKEN_TEXT.value / GB
+    return tokens * TOKEN_ID_BYTES / GB, raw
+
+
+def with_dataset(
+    ram_parts: dict[str, float], disk_parts: dict[str, float], cache_gb: float, raw_gb: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """A host's RAM and disk parts with the dataset of ``dataset_gb``: ``host_needs`` builds its
+    parts with this, and a kept estimate's parts move to another amount with it (same order, so the
+    same sums)."""
+    ram = {**ram_parts, "dataset_cache": min(cache_gb, DATASET_CACHE_CAP_GB)}
+    disk = {**disk_parts, "dataset_raw": raw_gb, "dataset_tokenized": cache_gb}
+    return ram, disk
+
+
+def disk_total_gb(disk_parts: dict[str, float]) -> float:
+    """The disk a host needs, as ``HostNeeds.disk_gb`` shows it."""
+    return round(sum(disk_parts.values()), 1)
 
 
 def workers_needed(tokens_per_second: float) -> int:
@@ -134,21 +166,16 @@ def host_needs(
         # Enough cores to keep the GPUs >= 70% busy; the full feed needs workers / share cores.
         cores = max(4, math.ceil(cal.GPU_UTIL_WARN.value * ips_node / per_core / cal.DATALOADER_CORE_SHARE.value))
         cores_full = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
-        dataset_cache = 0.0
-        raw_gb = w.dataset_gb if w.dataset_gb is not None else _dataset_images(w) * IMAGE_FILE_BYTES / GB
         feed, feed_unit, read_per = ips_node, "images", IMAGE_FILE_BYTES
     else:
         workers = max(gpus_node, workers_needed(tps_node))
         cores = cores_full = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
         per_core = cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value
-        dataset_cache = _dataset_tokens(w) * TOKEN_ID_BYTES / GB
-        raw_gb = (
-            w.dataset_gb if w.dataset_gb is not None else _dataset_tokens(w) * cal.BYTES_PER_TOKEN_TEXT.value / GB
-        )
         feed, feed_unit, read_per = tps_node, "tokens", cal.BYTES_PER_TOKEN_TEXT.value + TOKEN_ID_BYTES
+    dataset_cache, raw_gb = dataset_gb(shape, w)
     parts = {
         "model_loading": loading,
-        "dataset_cache": min(dataset_cache, 64.0),  # beyond this it streams from disk
+        "dataset_cache": 0.0,  # set by ``with_dataset`` below
         "dataloader_workers": workers * WORKER_RAM_GB,
         "system": SYSTEM_RAM_GB,
     }
@@ -160,7 +187,6 @@ def host_needs(
         # weights) in pinned host memory.
         parts["offloaded_states"] = mem.host_offload * gpus_node / GB
         cores = max(cores, math.ceil(gpus_node * cal.OFFLOAD_CORES_PER_GPU.value))
-    ram = max(cal.RAM_FLOOR_GB.value, sum(parts.values()))
 
     # A checkpoint holds 16-bit weights and the whole optimizer state (gathered from all shards
     # under ZeRO / FSDP); LoRA checkpoints hold the adapters and their Adam moments.
@@ -171,14 +197,16 @@ def host_needs(
         else shape.params * 2.0 + (mem.optimizer + mem.host_offload) * (gpu_count if sharded else 1)
     )
     disk = {
-        "dataset_raw": raw_gb,
-        "dataset_tokenized": dataset_cache,
+        "dataset_raw": 0.0,
+        "dataset_tokenized": 0.0,
         "model_files": shape.params * 2.0 / GB,
         "checkpoints": 2 * ckpt_bytes / GB,
         "environment": ENVIRONMENT_DISK_GB,
     }
+    parts, disk = with_dataset(parts, disk, dataset_cache, raw_gb)
+    ram = max(cal.RAM_FLOOR_GB.value, sum(parts.values()))
     return HostDetail(
-        needs=HostNeeds.model_construct(ram_gb=round(ram, 1), cpu_cores=cores, disk_gb=round(sum(disk.values()), 1)),
+        needs=constructed(HostNeeds, ram_gb=round(ram, 1), cpu_cores=cores, disk_gb=disk_total_gb(disk)),
         ram_parts_gb=parts,
         disk_parts_gb=disk,
         dataloader_workers=workers,

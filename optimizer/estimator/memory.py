@@ -53,7 +53,7 @@ from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
 from optimizer.estimator.precision import with_precision
 from optimizer.estimator.shapes import ModelShape
-from optimizer.estimator.stacks import stack_profile
+from optimizer.estimator.stacks import loss_logits_bytes, stack_profile
 from optimizer.estimator.states import (
     adafactor_state_bytes,
     effective_stage,
@@ -253,7 +253,7 @@ def memory_parts(
         if shape.lm_head:
             # Under autocast the (upcast, fp32) LM head still computes in 16 bits.
             c = 4.0 if w.precision in ("fp32", "tf32") or (upcast and w.precision == "bf16-true") else 2.0
-            logits = tokens * shape.vocab * prof.logits_bytes(c, cal.LOGITS_FP32_BUFFERS.value)
+            logits = tokens * shape.vocab * loss_logits_bytes(prof, w.cross_entropy, c, cal.LOGITS_FP32_BUFFERS.value)
 
     backward_extra = 0.0
     loss_extra = 0.0

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from optimizer.estimator.construct import constructed
 from optimizer.estimator.workload import Workload
 from optimizer.results import Recipe
 
@@ -125,8 +126,10 @@ def recipe_for(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, 
         else:
             why = f"{data_parallel_gpus} GPUs do not divide {w.global_batch_size}"
         notes = (f"global batch {run_global} per step instead of {w.global_batch_size}: {why}",)
-    # model_construct: every value is already of its field's type, and this runs per estimate.
-    return Recipe.model_construct(
+    # model_construct (``constructed``: the same, faster): every value is already of its field's
+    # type, and this runs per estimate.
+    return constructed(
+        Recipe,
         micro_batch_size=micro,
         gradient_accumulation_steps=accum,
         gradient_checkpointing=checkpointing,

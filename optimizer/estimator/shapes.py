@@ -635,7 +635,23 @@ _SPEC_SHAPES_MAX = 256
 _SPEC_LOCK = threading.Lock()
 
 
+# The last explicit spec resolved and its shape: one quote resolves its workload's model hundreds
+# of times (every recipe copy of the workload shares the spec object), and a digest costs a JSON dump.
+# One tuple, replaced whole, so a thread never sees one spec with another's shape.
+_LAST_SPEC: tuple[object, str, ModelShape | None] = (None, "", None)
+
+
 def _resolve_by_digest(spec: ModelDims | HfConfigSpec, kind: str) -> ModelShape:
+    global _LAST_SPEC
+    last = _LAST_SPEC
+    if last[0] is spec and last[1] == kind and last[2] is not None:
+        return last[2]
+    shape = _resolve_by_digest_slow(spec, kind)
+    _LAST_SPEC = (spec, kind, shape)
+    return shape
+
+
+def _resolve_by_digest_slow(spec: ModelDims | HfConfigSpec, kind: str) -> ModelShape:
     key = (kind, hashlib.sha256(spec.model_dump_json().encode()).hexdigest())
     with _SPEC_LOCK:
         hit = _SPEC_SHAPES.get(key)

@@ -60,3 +60,20 @@ _PROFILES = {
 
 def stack_profile(stack: str) -> StackProfile:
     return _PROFILES[stack]
+
+
+def loss_logits_bytes(prof: StackProfile, cross_entropy: str, compute_b: float, hf_fp32_buffers: float) -> float:
+    """Bytes per logit element alive at the loss, for ``workload.cross_entropy``.
+
+    ``auto``: the stack's rule (``StackProfile.logits_bytes``). ``eager``: transformers'
+    ``ForCausalLMLoss`` on any stack (the hf rule). ``fused``: a fused cross-entropy kernel
+    (flash-attn's ``flash_attn.losses.cross_entropy.CrossEntropyLoss``, which llm-foundry's MPT uses
+    by default) upcasts in registers: it saves the logits in their dtype plus one fp32 value per row
+    and writes a gradient of the logits' dtype (over them only with ``inplace_backward``, off by
+    default), so logits and gradient are what is alive, no fp32 copy. A fused *linear*
+    cross-entropy (the ``fused`` stack's) holds less: its rule, whichever is smaller."""
+    if cross_entropy == "eager":
+        return _PROFILES["hf"].logits_bytes(compute_b, hf_fp32_buffers)
+    if cross_entropy == "fused":
+        return min(2.0 * compute_b, prof.logits_bytes(compute_b, hf_fp32_buffers))
+    return prof.logits_bytes(compute_b, hf_fp32_buffers)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from optimizer.estimator import calibration as cal
 from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
-from optimizer.estimator.precision import resolve_precision, with_precision
 from optimizer.estimator.memory import ZERO_STAGE, MemoryParts, layer_bytes_per_token
+from optimizer.estimator.precision import resolve_precision, with_precision
 from optimizer.estimator.shapes import ModelShape
 from optimizer.estimator.stacks import stack_profile
 from optimizer.estimator.workload import Workload
@@ -122,13 +122,26 @@ def effective_peak_tflops(gpu: GpuSpec, precision: str, convolutions: bool = Fal
     return gpu.peak_tflops(precision)
 
 
-def gemm_attainable(gpu: GpuSpec) -> float:
+def gemm_attainable(gpu: GpuSpec, tensor_cores: bool = True) -> float:
+    """Share of the datasheet's dense peak large GEMMs reach on this GPU. GeForce cards run their
+    tensor cores above the rated boost clock their datasheet peak assumes (GEFORCE_GEMM_ATTAINABLE)."""
+    if tensor_cores and gpu.vendor == "nvidia" and gpu.gpu_class == "consumer" and _tensor_core_gen(gpu):
+        return cal.GEFORCE_GEMM_ATTAINABLE.value
     return cal.GEMM_ATTAINABLE.get(gpu.generation, cal.GEMM_ATTAINABLE["other"]).value
+
+
+def _tensor_core_matmuls(gpu: GpuSpec, shape: ModelShape, precision: str) -> bool:
+    """Whether the step's matmuls run on tensor cores: not plain fp32 ones (PyTorch leaves TF32 off
+    for matmuls; convolutions get TF32 from Ampere on) and not bf16 emulated before Ampere."""
+    p = resolve_precision(precision, gpu)
+    if p == "fp32":
+        return shape.arch == "cnn" and _tensor_core_gen(gpu)
+    return p == "fp16" or gpu.supports_bf16
 
 
 def matmul_efficiency(gpu: GpuSpec, shape: ModelShape, precision: str = "bf16") -> float:
     """Share of the dense peak the step's matmuls sustain on this GPU."""
-    eff = cal.MATMUL_EFFICIENCY.value * gemm_attainable(gpu)
+    eff = cal.MATMUL_EFFICIENCY.value * gemm_attainable(gpu, _tensor_core_matmuls(gpu, shape, precision))
     if shape.arch == "cnn":
         eff *= cal.CONV_EFFICIENCY_SHARE.value
         if precision in ("fp32", "tf32") and _tensor_core_gen(gpu):
@@ -149,6 +162,38 @@ def conv_work_share(shape: ModelShape, w: Workload, gpu: GpuSpec) -> float:
     fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
     share = fig.winograd_flops / fig.forward_flops if fig.forward_flops else 0.0
     return 1.0 - share * (1.0 - 1.0 / cal.WINOGRAD_MULTIPLY_SAVING.value)
+
+
+_TENSOR_CORE_FP16 = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
+
+
+def _tensor_core_convs(gpu: GpuSpec, precision: str) -> bool:
+    """Whether cuDNN runs the convolutions on NVIDIA tensor cores (which take NHWC data): fp16 from
+    Volta on; bf16, and TF32 for fp32 storage (cuDNN allows TF32 by default), from Ampere on."""
+    if gpu.vendor != "nvidia":
+        return False  # MIOpen on AMD cards: its own layouts, not priced here
+    p = resolve_precision(precision, gpu)
+    if p == "fp16":
+        return gpu.generation in _TENSOR_CORE_FP16
+    return _tensor_core_gen(gpu)  # bf16, bf16-true, tf32, fp32 (TF32 convolutions)
+
+
+def nchw_transpose_bytes(shape: ModelShape, w: Workload, gpu: GpuSpec) -> float:
+    """Memory traffic per micro-step of the layout transposes cuDNN adds around tensor-core
+    convolutions when the feature maps are NCHW (PyTorch's default): each of the forward, data-
+    and weight-gradient calls of every convolution transposes its input to NHWC and its output back
+    (``NCHW_TRANSPOSES_PER_CONV`` maps of input or output size, each read and written). Nothing for
+    channels-last maps, for CUDA-core convolutions, or for models without convolutions."""
+    if shape.arch != "cnn" or w.memory_format != "nchw" or not _tensor_core_convs(gpu, w.precision):
+        return 0.0
+    fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
+    c = 4.0 if resolve_precision(w.precision, gpu) in ("fp32", "tf32") else 2.0
+    # Half the transposes are of input-sized maps, half of output-sized: io elements x count / 2,
+    # each read and written (x 2).
+    moved = w.micro_batch_size * fig.conv_io_elements * cal.NCHW_TRANSPOSES_PER_CONV.value * c
+    if w.gradient_checkpointing:
+        moved *= 4.0 / 3.0  # the recomputed forward transposes again
+    return moved
 
 
 def _intra_node_gbs(gpu: GpuSpec) -> float:
@@ -294,7 +339,7 @@ def throughput(
     compute_s = tokens * hw_fpt * conv_work_share(shape, w, gpu) / (peak * 1e12 * eff)
 
     # Bandwidth-bound work per micro-step.
-    traffic = _activation_traffic_bytes(shape, w, mem)
+    traffic = _activation_traffic_bytes(shape, w, mem) + nchw_transpose_bytes(shape, w, gpu)
     # Weights are read by the forward and both backward matmuls (16-bit copies under autocast).
     # ZeRO-3/FSDP gather each block before its matmuls, so the whole block is read, not the shard
     # (QLoRA's 4-bit weights too: they shard in their 16-bit quant_storage container).

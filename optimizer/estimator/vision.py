@@ -30,6 +30,9 @@ class ConvNetFigures:
     largest_map_elements: float  # the biggest single feature map (a backward working buffer)
     # FLOPs per image of the 3x3 stride-1 convolutions: the ones cuDNN can run as Winograd
     winograd_flops: float = 0.0
+    # Input plus output elements per image summed over every convolution: what NCHW layout
+    # transposes move (``throughput.nchw_transpose_bytes``)
+    conv_io_elements: float = 0.0
 
 
 def _conv(c_in: int, c_out: int, k: int) -> int:
@@ -47,11 +50,14 @@ def resnet_figures(
     saved = 0.0
     largest = 0.0
     winograd_macs = 0.0
+    conv_io = 0.0
 
-    def unit(c_in: int, c_out: int, k: int, hw_out: float, relu: bool = True, stride: int = 1) -> None:
-        nonlocal params, macs, saved, largest, winograd_macs
+    def unit(c_in: int, c_out: int, k: int, hw_out: float, relu: bool = True, stride: int = 1,
+             hw_in: float | None = None) -> None:
+        nonlocal params, macs, saved, largest, winograd_macs, conv_io
         params += _conv(c_in, c_out, k) + 2 * c_out  # + batch-norm scale and shift
         macs += _conv(c_in, c_out, k) * hw_out
+        conv_io += c_in * (hw_out if hw_in is None else hw_in) + c_out * hw_out
         if k == 3 and stride == 1:
             winograd_macs += _conv(c_in, c_out, k) * hw_out
         # Batch norm keeps its input (the conv output); the in-place ReLU keeps its output, which
@@ -61,7 +67,7 @@ def resnet_figures(
 
     side = image_size / 2  # stem: 7x7 stride 2, then 3x3 max-pool stride 2
     saved += 3 * image_size * image_size  # the input batch itself (the first conv saves it)
-    unit(3, stem_width, 7, side * side)
+    unit(3, stem_width, 7, side * side, hw_in=float(image_size * image_size))
     side /= 2
     saved += stem_width * side * side  # max-pool output (and its indices, counted as one map)
     c_in = stem_width
@@ -73,10 +79,10 @@ def resnet_figures(
             hw_out = side_out * side_out
             c_out = width * expansion
             unit(c_in, width, 1, hw_in)
-            unit(width, width, 3, hw_out, stride=stride)
+            unit(width, width, 3, hw_out, stride=stride, hw_in=hw_in)
             unit(width, c_out, 1, hw_out, relu=False)
             if block == 0:
-                unit(c_in, c_out, 1, hw_out, relu=False)  # projection shortcut
+                unit(c_in, c_out, 1, hw_out, relu=False, hw_in=hw_in)  # projection shortcut
             saved += c_out * hw_out  # residual sum (ReLU in place after it)
             c_in = c_out
             side = side_out
@@ -84,7 +90,7 @@ def resnet_figures(
     macs += c_in * num_classes
     saved += c_in  # pooled features
     return ConvNetFigures(params=params, forward_flops=2.0 * macs, saved_elements=saved, largest_map_elements=largest,
-                          winograd_flops=2.0 * winograd_macs)
+                          winograd_flops=2.0 * winograd_macs, conv_io_elements=conv_io)
 
 
 def vit_params(layers: int, hidden: int, intermediate: int, patch: int, image_size: int, num_classes: int) -> int:

@@ -32,6 +32,15 @@ Stack = Literal["hf", "compiled", "fused", "litgpt"]
 # QLoRA's 4-bit format and the code that dequantizes it: bitsandbytes NF4 (its fused CUDA kernel),
 # or a GPTQ Int4 checkpoint trained through auto-gptq's PyTorch path (transformers' GPTQ loader).
 Quantization = Literal["nf4", "gptq"]
+# Image models: how feature maps lie in memory. channels_last (NHWC) is what tensor-core
+# convolutions run natively; nchw is PyTorch's default, which cuDNN transposes around each
+# tensor-core convolution (optimizer.estimator.throughput.nchw_transpose_bytes).
+MemoryFormat = Literal["channels_last", "nchw"]
+# The loss over the vocabulary: "auto" is the stack's own (optimizer.estimator.stacks); "eager" is
+# transformers' ForCausalLMLoss (fp32 upcast, shifted copy, fp32 log-probabilities); "fused" is a
+# fused cross-entropy kernel that upcasts in registers: 16-bit logits and their 16-bit gradient
+# only (flash-attn's CrossEntropyLoss, llm-foundry's MPT default).
+CrossEntropy = Literal["auto", "eager", "fused"]
 
 # Largest amount of training we accept: 1e14 tokens is ~7x Llama-3's pre-training run.
 MAX_TOKENS = 1e14
@@ -129,6 +138,16 @@ class Workload(BaseModel):
         'it with plain PyTorch ops for training)',
     )
     image_size: Annotated[int, Field(ge=32, le=4096, description="vision models: pixels per side")] = 224
+    cross_entropy: CrossEntropy = Field(
+        default="auto",
+        description='language models\' loss: "auto" (the stack\'s own), "eager" (fp32 upcast and fp32 '
+        'log-probabilities, as transformers) or "fused" (one kernel over the 16-bit logits, no fp32 copy)',
+    )
+    memory_format: MemoryFormat = Field(
+        default="channels_last",
+        description='image models: "channels_last" (NHWC, as tuned recipes run tensor-core convolutions) or '
+        '"nchw" (PyTorch\'s default layout: cuDNN transposes around every tensor-core convolution)',
+    )
     tokens: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
     samples: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None
     dataset_tokens: Annotated[float, Field(gt=0, le=MAX_TOKENS)] | None = None

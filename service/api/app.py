@@ -19,7 +19,7 @@ from pricing.refresh import RefreshBusy
 from service.api.answer_cache import AnswerCache
 from service.api.deps import get_store_for
 from service.api.limits import Limits, WorkStopped
-from service.api.metrics import install_collectors, route_template
+from service.api.metrics import RouteTemplates, install_collectors
 from service.api.middleware import GuardMiddleware
 from service.api.redact import without_paths
 from service.api.store_check import StoreCheck
@@ -228,7 +228,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "limits": app.state.limits, "max_body_bytes": settings.max_body_bytes, "observe": observe,
         "cache": app.state.answer_cache, "store_version": store_version, "solve_pool": solve_pool,
         "store_check": StoreCheck(lambda: get_store_for(app)),
-        "route_of": lambda scope: route_template(app.router.routes, scope),
+        "route_of": RouteTemplates(app.router.routes),
     }
     for name in ROUTE_MODULES:
         module = importlib.import_module(f"service.api.routes.{name}")

@@ -4,11 +4,20 @@ A served app computes plans, frontiers and recommendations in worker processes (
 slot) unless ``GPUCOST_SOLVE_PROCESSES`` says otherwise; apps built in tests keep them on threads.
 """
 
+import multiprocessing
+
+from service.api import heap
 from service.api.app import create_app
+from service.api.lifetime import end_with_parent
 from service.settings import get_settings
 
 _settings = get_settings()
 if "solve_processes" not in _settings.model_fields_set:
     _settings = _settings.model_copy(update={"solve_processes": _settings.max_solves})
 
+heap.keep_long_lived()  # a served process's large heap: full collections must not stall it
+if multiprocessing.parent_process() is not None:
+    # One of ``gpucost serve --workers N``'s processes, started by uvicorn's supervisor: when that
+    # is killed outright (no SIGTERM to pass on), this one ends too, and its solve workers with it.
+    end_with_parent(ignore_interrupt=False)
 app = create_app(_settings)

@@ -32,11 +32,15 @@ def _watch(parent: int) -> None:
             os._exit(0)  # no cleanup worth waiting for: the work was the dead server's
 
 
-def end_with_parent() -> None:
-    """In a worker: end this process as soon as the process that started it is gone."""
-    # Ctrl-C in a terminal reaches the whole process group: the server handles it and stops its
-    # workers; a worker that also took it would die mid-solve with a traceback of its own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def end_with_parent(ignore_interrupt: bool = True) -> None:
+    """In a worker: end this process as soon as the process that started it is gone.
+
+    A solve worker ignores SIGINT (``ignore_interrupt``); a server process of ``gpucost serve
+    --workers N`` keeps uvicorn's own handling of it and only watches its supervisor."""
+    if ignore_interrupt:
+        # Ctrl-C in a terminal reaches the whole process group: the server handles it and stops its
+        # workers; a worker that also took it would die mid-solve with a traceback of its own.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
     if parent <= 1:  # already orphaned before we looked
         os._exit(0)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from service.api import heap
 from service.api.answer_cache import CACHED_PATHS, AnswerCache
 from service.api.limits import Limits, Ticket, WorkRefused, reset_ticket, set_ticket
 from service.api.security_headers import with_security_headers
@@ -128,6 +129,7 @@ class GuardMiddleware:
                            "status": status[0], "ms": round(seconds * 1000, 2)},
                 )
             request_id_var.reset(token)
+            heap.settle_if_due()  # between requests, never inside the collector
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         length = _header(scope, b"content-length")

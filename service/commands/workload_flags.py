@@ -60,6 +60,14 @@ QuantizationOpt = Annotated[
     str | None, typer.Option("--quantization", help="qlora's 4-bit format: nf4 (bitsandbytes) | gptq (auto-gptq)")
 ]
 ImageSizeOpt = Annotated[int | None, typer.Option("--image-size", min=1, help="vision: pixels per side")]
+CrossEntropyOpt = Annotated[
+    str | None,
+    typer.Option("--cross-entropy", help="LM loss: auto (the stack's) | eager (fp32 upcast) | fused (one kernel)"),
+]
+MemoryFormatOpt = Annotated[
+    str | None,
+    typer.Option("--memory-format", help="vision: channels_last (NHWC) | nchw (PyTorch's default layout)"),
+]
 TokensOpt = Annotated[
     float | None, typer.Option("--tokens", help="tokens to train, epochs included (1e8 ok)")
 ]
@@ -125,6 +133,8 @@ WORKLOAD_FLAGS: dict[str, Any] = {
     "stack": StackOpt,
     "quantization": QuantizationOpt,
     "image_size": ImageSizeOpt,
+    "memory_format": MemoryFormatOpt,
+    "cross_entropy": CrossEntropyOpt,
     "tokens": TokensOpt,
     "samples": SamplesOpt,
     "dataset_samples": DatasetSamplesOpt,

@@ -43,3 +43,26 @@ def test_quote_after_other_tokens_equals_the_cold_quote(client: TestClient, cons
     assert after == cold
     # The two questions are different answers: hours follow the tokens (30x here).
     assert after["best"]["hours"] > 5 * first["best"]["hours"]
+
+
+def test_a_new_token_count_makes_no_configuration_anew(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every (GPU, GPUs per node) group kept for the job moves to the new amount (``KeptMoves``):
+    # none is made again by ``_configs``, whose figures the moved ones equal (test_moved_configs.py).
+    from optimizer.candidates import cloud
+
+    clear_cache()
+    first = _quote(client, 3e7)
+    made: list[int] = []
+    real = cloud._configs
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cloud, "_configs", counting)
+    moved = _quote(client, 9e8)
+    assert made == []
+    assert moved["best"]["hours"] > 5 * first["best"]["hours"]
+    monkeypatch.setattr(cloud, "_configs", real)
+    clear_cache()
+    assert _quote(client, 9e8) == moved  # and the moved answer is the cold one

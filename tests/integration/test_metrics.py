@@ -59,3 +59,26 @@ def test_a_refused_request_is_labelled_by_its_route(tmp_path: Path) -> None:
         samples = _samples(c.get("/metrics").text)
     labels = [lab for lab, _ in samples["gpucost_http_requests_total"] if lab["status"] == "413"]
     assert labels == [{"method": "POST", "route": "/v1/quote", "status": "413"}]
+
+
+def test_a_served_process_freezes_its_long_lived_heap(tmp_path: Path) -> None:
+    """``gpucost serve`` watches full collections: once the prices and memos make them slow, the
+    surviving heap is frozen (``gpucost_heap_frozen_objects``), so none stalls the server again."""
+    import json
+    import urllib.request
+
+    from tests.integration._live_server import running_server
+
+    with running_server(f"sqlite:///{tmp_path / 'p.sqlite'}", tmp_path / "serve.log") as base:
+        frozen = 0.0
+        for i in range(40):
+            body = json.dumps({"workload": {"model": "gpt2", "tokens": 1e8 + 1_000 * i}}).encode()
+            req = urllib.request.Request(f"{base}/v1/quote", data=body, headers={"content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                assert resp.status == 200
+            with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+                samples = _samples(resp.read().decode())
+            frozen = samples["gpucost_heap_frozen_objects"][0][1]
+            if frozen > 0:
+                break
+    assert frozen > 100_000, "the offers and memos should be frozen after the first slow full collection"

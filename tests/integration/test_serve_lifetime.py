@@ -22,10 +22,10 @@ PLAN = {
 }
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", "127.0.0.1",
-           "--port", str(port)]
+           "--port", str(port), *args]
     env = server_env(f"sqlite:///{tmp_path / 'prices.sqlite'}", GPUCOST_SOLVE_PROCESSES="2")
     with (tmp_path / "serve.log").open("wb") as log:  # the child keeps its own handle
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -99,3 +99,33 @@ def test_workers_end_when_the_server_is_killed_outright(tmp_path: Path) -> None:
     proc.kill()  # SIGKILL: no lifespan, no atexit; each worker must notice on its own
     left = _stopped(proc, children, timeout_s=10)
     assert left == [], f"worker processes outlived a killed server: {left}"
+
+
+def _quote(base: str, tokens: float) -> int:
+    body = json.dumps({"workload": {"model": "gpt2", "tokens": tokens}}).encode()
+    req = urllib.request.Request(f"{base}/v1/quote", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return resp.status
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_serve_with_several_processes_answers_and_leaves_nothing(tmp_path: Path, sig: signal.Signals) -> None:
+    """``gpucost serve --workers 2``: two server processes under uvicorn's supervisor, each with its
+    solve workers; stopped (SIGTERM) or killed outright (SIGKILL), none of them is left."""
+    proc, base = _start(tmp_path, "--workers", "2")
+    try:
+        assert all(_quote(base, 1e7 + 1_000 * i) == 200 for i in range(4))
+        assert _plan(base) == 200
+        servers = psutil.Process(proc.pid).children()
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert sum(1 for p in servers if "resource_tracker" not in " ".join(p.cmdline())) == 2, servers
+        assert len(children) >= 4, "each server process has its solve workers"
+    except BaseException:
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            p.kill()
+        proc.kill()
+        proc.wait()
+        raise
+    proc.send_signal(sig)
+    left = _stopped(proc, children, timeout_s=30)
+    assert left == [], f"processes outlived gpucost serve --workers 2 ({sig.name}): {left}"

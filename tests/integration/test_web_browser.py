@@ -363,3 +363,27 @@ def test_a_links_invalid_fields_are_named_and_nothing_is_posted_as_given(browser
         assert "extra" not in plan["jobs"][0] and "evil" not in plan["jobs"][0]["workload"]
     assert browser.find_element(By.ID, "error").text == ""
     assert _csp_violations(browser) == []
+
+
+def test_the_recipe_offers_the_apis_loss_layout_and_4bit_inputs(browser, base_url: str) -> None:  # type: ignore[no-untyped-def]
+    """``quantization``, ``cross_entropy`` and ``memory_format`` are filled from the API's schema, a
+    link sets them, and what they say reaches the answer (a fused loss is priced faster)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _open(browser, base_url + "/")
+    offered = {name: [o.get_attribute("value") for o in Select(browser.find_element(By.ID, name)).options]
+               for name in ("quantization", "cross_entropy", "memory_format")}
+    assert offered == {"quantization": ["", "nf4", "gptq"], "cross_entropy": ["", "auto", "eager", "fused"],
+                       "memory_format": ["", "channels_last", "nchw"]}
+    cheapest: dict[str, float] = {}
+    for kernel in ("eager", "fused"):
+        before = _computed(browser)
+        _open(browser, base_url + f"/?model=gpt2&tokens=1e9&cross_entropy={kernel}")
+        _wait(browser, lambda d: _computed(d) > before or _quote_rows(d))
+        assert browser.find_element(By.ID, "error").text == ""
+        assert Select(browser.find_element(By.ID, "cross_entropy")).first_selected_option.get_attribute("value") == kernel
+        rows = _quote_rows(browser)
+        assert rows, kernel
+        cheapest[kernel] = float(rows[0][3].lstrip("$").replace(",", ""))
+    assert cheapest["fused"] < cheapest["eager"]

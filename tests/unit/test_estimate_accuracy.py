@@ -17,6 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from optimizer.errors import InvalidInput, UnknownGpu, UnknownModel
+from optimizer.estimator import calibration as cal
 from optimizer.estimator.estimate import estimate, resolve_sharding, usable_vram_gb
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.workload import Workload
@@ -196,14 +197,38 @@ def test_a_changed_copy_of_a_workload_is_estimated_afresh() -> None:
 
 def test_leave_one_source_family_out_targets(bench: ModuleType, cases: list) -> None:
     """Issue 18: every row of a paper / repo / blog left out together, constants refitted without them.
-    VRAM: median <= 8%, p90 <= 18%; throughput: median <= 12%, p90 <= 33% (the issue's 30% is not
-    met: the GPT-3 175B model-parallel rows and the short-sequence GPTQ Q-LoRA rows stay far off);
-    ranges hold >= 75% of the left-out truths."""
+    VRAM: median <= 8%, p90 <= 18%; throughput: median <= 12%, p90 <= 30% (29.3% on 2026-12-01, the
+    GPT-3 175B model-parallel rows included); ranges hold >= 75% of the left-out truths."""
     res = bench.family_summary(cases)
     assert len(res["families"]) >= 9
     assert res["vram_median"] <= 8.0 and res["vram_p90"] <= 18.0, res
-    assert res["tput_median"] <= 12.0 and res["tput_p90"] <= 33.0, res
+    assert res["tput_median"] <= 12.0 and res["tput_p90"] <= 30.0, res
     assert res["vram_cover"] >= 0.75 and res["tput_cover"] >= 0.75, res
     # Papers and their authors' repositories are one family.
     assert bench.source_group("Touvron et al. 2023 LLaMA (arXiv 2302.13971)") == "github:meta-llama"
     assert bench.source_group("github:huggingface/peft README.md") == bench.source_group("github:huggingface/transformers x")
+
+
+def test_tf32_rows_hold_with_either_family_left_out(bench: ModuleType, cases: list) -> None:
+    """TF32 ResNet-50 truth now comes from two families (DeepLearningExamples' README, Lambda's
+    benchmark logs V015-V027), all NCHW. With cuDNN's layout transposes priced
+    (``NCHW_TRANSPOSES_PER_CONV``) the TF32 share refits to its prior, the TF32 tensor-core rate, with
+    either family left out, and the left-out TF32 rows land within 20% (they were 32-37% too fast
+    while a 0.5 share fitted on NVIDIA's rows stood in for the transposes)."""
+    tf32_groups = {c.group for c in bench.tput_cases(cases) if c.is_vision and c.workload.precision == "tf32"}
+    assert {"github:nvidia", "github:lambdal"} <= tf32_groups
+    for group in ("github:nvidia", "github:lambdal"):
+        values = bench.fit([c for c in cases if c.group != group])
+        assert values["TF32_CONV_SHARE"] == 1.0, (group, values)
+        held = [c for c in bench.tput_cases(cases) if c.group == group and c.workload.precision == "tf32"
+                and c.gpu_count == 1 and c.gpu in ("A100-80GB", "H100")]
+        assert held, group
+        with cal.overridden(**values):
+            errs = {c.id: bench.pct(bench._predict_tps(c), bench.measured_rate(c)) for c in held}
+        assert all(abs(e) <= 20.0 for e in errs.values()), errs
+    by_id = {c.id: c for c in cases}
+    # One A100-80GB, batch 640, synthetic data, NCHW: 1067 img/s measured (log Summary line, V015).
+    assert by_id["V015"].samples_per_second == pytest.approx(1066.99)
+    assert by_id["V015"].workload.memory_format == "nchw" and by_id["V017"].gpu_count == 8
+    assert by_id["V002"].workload.memory_format == "nchw"  # adjusted: DLE's TF32 config runs NCHW
+    assert by_id["V001"].workload.memory_format == "channels_last"  # DLE's AMP config: nhwc

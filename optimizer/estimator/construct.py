@@ -1,0 +1,83 @@
+"""Pydantic's ``model_construct`` for the estimator's result models, with its per-field work done
+once per class.
+
+A quote over a new model makes some 130 estimates, each with its recipe, memory breakdown and host
+needs: about 670 ``model_construct`` calls, which for every field of every object check aliases,
+validation aliases and defaults (a third of an estimate's own time went there). ``constructed``
+does what ``model_construct`` does for models without aliases, private attributes, extra fields or
+``model_post_init`` (the result models): the same ``__dict__`` (fields in order, defaults filled),
+the same fields set. Any other model is handed to ``model_construct`` itself, and
+``tests/unit/test_construct.py`` holds the two to the same objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+M = TypeVar("M", bound=BaseModel)
+
+# How a field is filled when the caller does not give it.
+_REQUIRED, _SHARED, _CALLED = 0, 1, 2
+# Defaults that are never mutated in place, so one object serves every instance (model_construct
+# hands out the same object for them too: pydantic's ``smart_deepcopy`` copies only collections).
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, frozenset)
+
+_Plan = tuple[tuple[str, int, Any, FieldInfo], ...]
+_PLANS: dict[type[BaseModel], _Plan | None] = {}
+_LOCK = threading.Lock()
+
+
+def _plan_of(cls: type[BaseModel]) -> _Plan | None:
+    """Each field's name and how it defaults; None where ``model_construct`` does more than that."""
+    if (
+        cls.__pydantic_root_model__
+        or cls.__pydantic_post_init__
+        or cls.__private_attributes__
+        or cls.model_config.get("extra") == "allow"
+    ):
+        return None
+    plan = []
+    for name, f in cls.__pydantic_fields__.items():
+        if (f.alias is not None and f.alias != name) or f.validation_alias is not None:
+            return None
+        if f.is_required():
+            plan.append((name, _REQUIRED, None, f))
+        elif f.default_factory is None and (
+            isinstance(f.default, _IMMUTABLE)
+            or (type(f.default) is tuple and all(isinstance(v, _IMMUTABLE) for v in f.default))
+        ):
+            plan.append((name, _SHARED, f.default, f))
+        else:
+            plan.append((name, _CALLED, None, f))
+    return tuple(plan)
+
+
+def constructed(cls: type[M], **values: Any) -> M:
+    """``cls.model_construct(**values)``: trusted, already typed values, defaults filled in."""
+    try:
+        plan = _PLANS[cls]
+    except KeyError:
+        with _LOCK:
+            plan = _PLANS[cls] = _plan_of(cls)
+    if plan is None:
+        return cls.model_construct(**values)
+    fields: dict[str, Any] = {}
+    given: set[str] = set()
+    for name, how, default, f in plan:
+        if name in values:
+            fields[name] = values[name]
+            given.add(name)
+        elif how == _SHARED:
+            fields[name] = default
+        elif how == _CALLED:
+            fields[name] = f.get_default(call_default_factory=True, validated_data=fields)
+    m = cls.__new__(cls)
+    object.__setattr__(m, "__dict__", fields)
+    object.__setattr__(m, "__pydantic_fields_set__", given)
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m

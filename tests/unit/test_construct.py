@@ -1,0 +1,71 @@
+"""``constructed`` makes the same objects as pydantic's ``model_construct`` (the estimator uses it
+for its result models), and hands models it does not cover to ``model_construct`` itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field, PrivateAttr
+
+from optimizer.estimator.construct import _plan_of, constructed
+from optimizer.estimator.estimate import estimate
+from optimizer.estimator.workload import Workload
+from optimizer.results import Estimate, HostNeeds, MemoryBreakdown, Recipe
+
+
+def _same(a: BaseModel, b: BaseModel) -> None:
+    assert type(a) is type(b)
+    assert list(a.__dict__.items()) == list(b.__dict__.items())  # values and field order
+    assert a.model_fields_set == b.model_fields_set
+    assert a.__pydantic_extra__ == b.__pydantic_extra__
+    assert a.__pydantic_private__ == b.__pydantic_private__
+    assert a.model_dump() == b.model_dump()
+    assert a == b
+
+
+def _values(m: BaseModel, leave_out: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in m.__dict__.items() if k not in leave_out}
+
+
+@pytest.mark.parametrize(("gpu", "count"), [("A100", 1), ("RTX4090", 4), ("T4", 1)])
+def test_the_estimators_models_are_the_same_as_model_construct_makes(gpu: str, count: int) -> None:
+    est = estimate(Workload(model="qwen2.5-1.5b", method="lora", tokens=1e8), gpu, count)
+    assert est.recipe is not None
+    # Every field given, and only the required ones (the defaults filled in).
+    for m in (est, est.memory_gb, est.host, est.recipe):
+        cls = type(m)
+        assert _plan_of(cls) is not None  # covered, not handed on
+        defaulted = tuple(n for n, f in cls.model_fields.items() if not f.is_required())
+        for values in (_values(m, ()), _values(m, defaulted)):
+            _same(constructed(cls, **values), cls.model_construct(**values))
+
+
+def test_a_mutable_default_is_not_shared_between_objects() -> None:
+    values = _values(estimate(Workload(model="gpt2", tokens=1e7), "L4", 1), ("details", "range"))
+    a, b = constructed(Estimate, **values), constructed(Estimate, **values)
+    assert a.details == b.details and a.details is not b.details
+
+
+def test_a_value_for_no_field_is_left_out_as_model_construct_leaves_it() -> None:
+    _same(constructed(HostNeeds, ram_gb=32.0, cpu_cores=8, disk_gb=100.0, colour="red"),
+          HostNeeds.model_construct(ram_gb=32.0, cpu_cores=8, disk_gb=100.0, colour="red"))
+
+
+class _Aliased(BaseModel):
+    size: int = Field(alias="Size")
+
+
+class _Private(BaseModel):
+    size: int = 1
+    _seen: int = PrivateAttr(default=0)
+
+
+@pytest.mark.parametrize(("cls", "values"), [(_Aliased, {"Size": 3}), (_Private, {"size": 2})])
+def test_models_it_does_not_cover_are_made_by_model_construct(cls: type[BaseModel], values: dict[str, Any]) -> None:
+    assert _plan_of(cls) is None
+    _same(constructed(cls, **values), cls.model_construct(**values))
+
+
+def test_the_result_models_are_covered() -> None:
+    assert all(_plan_of(c) is not None for c in (Estimate, MemoryBreakdown, HostNeeds, Recipe))

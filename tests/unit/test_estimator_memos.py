@@ -1,0 +1,61 @@
+"""The estimator's memory and speed memos (``estimate._memory``, ``estimate._speed``): one card's
+memory parts serve every card with the same attention kernel, which holds only if the memory model
+reads the card through its kernel alone, every part of it (not just the total); an estimate made
+with the memos is the one made without them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from optimizer.estimator import estimate as est_mod
+from optimizer.estimator.estimate import clear_cache, estimate
+from optimizer.estimator.gpus import gpu_spec
+from optimizer.estimator.memory import fused_attention_available, memory_parts
+from optimizer.estimator.shapes import resolve_model
+from optimizer.estimator.workload import Workload
+
+CARDS = ["A100", "A100-80GB", "H100", "L4", "RTX4090", "A10G", "T4", "V100", "RTX3090", "L40S"]
+WORKLOADS = [
+    Workload(model="qwen2.5-1.5b", method="lora", tokens=1e8, micro_batch_size=4, gradient_checkpointing=False,
+             gradient_accumulation_steps=2, precision="bf16"),
+    Workload(model="llama-3-8b", method="qlora", tokens=1e8, micro_batch_size=2, gradient_checkpointing=True,
+             gradient_accumulation_steps=4, precision="fp16", seq_len=2048),
+    Workload(model="bert-base", method="full", tokens=1e8, micro_batch_size=16, gradient_checkpointing=False,
+             gradient_accumulation_steps=1, precision="fp32"),
+    Workload(model="qwen2.5-7b", method="full", tokens=1e8, micro_batch_size=1, gradient_checkpointing="offload",
+             gradient_accumulation_steps=8, precision="bf16", offload="optimizer"),
+    Workload(model="vit-b-16", method="full", samples=1e6, micro_batch_size=32, gradient_checkpointing=False,
+             gradient_accumulation_steps=1, precision="fp16"),
+]
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
+def test_every_memory_part_depends_on_the_card_only_through_its_attention_kernel(w: Workload) -> None:
+    shape = resolve_model(w.model)
+    by_kernel: dict[tuple[bool, int, str], tuple[str, object]] = {}
+    compared = 0
+    for name in CARDS:
+        gpu = gpu_spec(name)
+        fused = fused_attention_available(gpu, w, shape.attn_head_dim)
+        for n, sharding in ((1, "ddp"), (4, "zero2"), (8, "zero3")):
+            parts = dataclasses.astuple(memory_parts(shape, w, gpu, n, sharding))
+            first = by_kernel.setdefault((fused, n, sharding), (name, parts))
+            assert parts == first[1], (name, first[0], n, sharding)
+            compared += first[0] != name
+    assert compared > 0  # several cards shared a kernel: the comparison ran
+
+
+@pytest.mark.parametrize("gpu", ["A100", "T4", "RTX4090"])
+def test_an_estimate_made_with_the_memos_is_the_one_made_without(gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = Workload(model="qwen2.5-1.5b", method="lora", tokens=1e8)
+    clear_cache()
+    for card in CARDS:  # fill the memos from other cards first
+        estimate(w, card, 2)
+    with_memos = estimate(w, gpu, 2).model_dump()
+    assert len(est_mod._PARTS) > 0 and len(est_mod._SPEED) > 0
+    clear_cache()
+    monkeypatch.setattr(est_mod, "_memory", lambda shape, cw, g, n, s: memory_parts(shape, cw, g, n, s))
+    monkeypatch.setattr(est_mod, "_speed", lambda shape, cw, g, n, s, mem: est_mod.throughput(shape, cw, g, n, s, mem))
+    assert estimate(w, gpu, 2).model_dump() == with_memos

@@ -1,0 +1,105 @@
+"""A group's kept configurations moved to another amount of training (``candidates.amounts``) are
+the configurations ``cloud._configs`` makes for that amount cold, field for field, on a grid of
+workloads x amounts x every (GPU, GPUs per node) group of the bundled catalog; and an entry whose
+figures the move cannot reproduce is made anew instead of moved."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from optimizer.candidates import cloud
+from optimizer.candidates.amounts import MOVED_FIELDS, KeptMoves, amount_key
+from optimizer.candidates.estimator import default_estimator, default_shardings
+from optimizer.candidates.rejections import RejectionTally
+from optimizer.candidates.types import MAX_TOTAL_GPUS, CostAssumptions
+from optimizer.estimator.estimate import clear_cache
+from optimizer.estimator.workload import Constraints, Workload
+from tests.unit.plan_workloads import WORKLOADS, served_offers
+
+AMOUNTS = ("tokens", "samples", "dataset_tokens", "dataset_samples")
+# From a few minutes to days of training: across one-hour runs (the checkpoint count) and past the
+# 64 GB dataset-cache cap (host RAM), the figures that are not multiples of the amount.
+FACTORS = (0.004, 0.6, 45.0, 700.0)
+MAX_NODES = CostAssumptions().max_nodes
+
+
+def _scaled(w: Workload, factor: float) -> Workload:
+    name = next(n for n in AMOUNTS if getattr(w, n) is not None)
+    return w.model_copy(update={name: getattr(w, name) * factor})
+
+
+def _groups() -> list[Any]:
+    c = Constraints()
+    return list(cloud._filter_offers(served_offers(c), c, RejectionTally()).values())
+
+
+def _make(w: Workload, g: Any, setup_hours: float | None, calls: list[int] | None = None) -> Any:
+    def make(memo: dict[Any, Any]) -> list[Any]:
+        if calls is not None:
+            calls.append(1)
+        return cloud._configs(
+            w, g.gpu, g.gpus_per_node, g.vram_gb, estimator=default_estimator(), shardings=default_shardings(),
+            max_nodes=MAX_NODES, max_gpus=MAX_TOTAL_GPUS, quota=None, memo=memo, fabric=g.fabric,
+            setup_hours=setup_hours,
+        )
+
+    return make
+
+
+def _key(w: Workload, g: Any, setup_hours: float | None) -> tuple[object, ...]:
+    return (amount_key(w), g.gpu, g.gpus_per_node, g.vram_gb, MAX_NODES, MAX_TOTAL_GPUS, None, g.fabric,
+            setup_hours, None)
+
+
+def _read(c: Any) -> dict[str, Any]:
+    """What option generation reads of a configuration: every field (but the estimate it was made
+    from), and of a rejected one only its reason and what it is (its hours and host needs are not
+    read, so they are not moved either)."""
+    fields = {f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name != "source"}
+    if c.reason is not None:
+        for name in MOVED_FIELDS:
+            fields.pop(name)
+    return fields
+
+
+@pytest.mark.parametrize("setup_hours", [None, 0.25])
+@pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
+def test_moved_configurations_are_the_cold_ones_on_a_grid(w: Workload, setup_hours: float | None) -> None:
+    groups = _groups()
+    others = [_scaled(w, f) for f in FACTORS]
+    cold = []
+    for other in others:
+        clear_cache()  # every estimate and configuration made for this amount alone
+        cold.append([_make(other, g, setup_hours)({}) for g in groups])
+    clear_cache()
+    kept = [cloud._kept(_key(w, g, setup_hours), _make(w, g, setup_hours), {}, w, g.gpus_per_node, setup_hours)
+            for g in groups]
+    moved_any = 0
+    for other, want in zip(others, cold, strict=True):
+        calls: list[int] = []
+        got = [cloud._kept(_key(other, g, setup_hours), _make(other, g, setup_hours, calls), {}, other,
+                           g.gpus_per_node, setup_hours) for g in groups]
+        assert not calls, "every kept entry moved; none was made anew"
+        for g, mine, theirs, before in zip(groups, got, want, kept, strict=True):
+            assert [_read(c) for c in mine] == [_read(c) for c in theirs], (g.gpu, g.gpus_per_node)
+            moved_any += sum(a.train_hours != b.train_hours for a, b in zip(mine, before, strict=True))
+    assert moved_any > 0  # the amounts did change the hours: the grid compares moved figures
+
+
+def test_an_entry_whose_figures_the_move_does_not_reproduce_is_not_moved() -> None:
+    clear_cache()
+    w = Workload(model="qwen2.5-0.5b", method="lora", tokens=2e7)
+    g = next(g for g in _groups() if g.gpu == "A100" and g.gpus_per_node == 8)
+    cfgs = _make(w, g, None)({})
+    live = next(i for i, c in enumerate(cfgs) if c.reason is None)
+    other = _scaled(w, 3.0)
+    assert KeptMoves(cfgs, w, g.gpus_per_node, None).at(other) is not None
+    # A configuration whose hours are not what its estimate gives (as if ``_configs`` changed how it
+    # takes them and the move did not follow): the entry is refused, not moved wrongly.
+    off = list(cfgs)
+    off[live] = dataclasses.replace(cfgs[live], train_hours=cfgs[live].train_hours * 1.001)
+    assert KeptMoves(off, w, g.gpus_per_node, None).at(other) is None
+    assert set(MOVED_FIELDS) <= {f.name for f in dataclasses.fields(cfgs[live])}
