@@ -31,10 +31,13 @@ import io
 import math
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+import numpy as np
 
 # Spot Advisor's "frequency of interruption" buckets, read as the share of instances reclaimed
 # within BUCKET_HORIZON_HOURS of running. AWS defines the figure only as "the rate at which Spot
@@ -202,7 +205,8 @@ class _Trial:
 
 
 def _trial(job: SpotJob, deadline: float | None, fallback: bool, rng: random.Random) -> _Trial:
-    """One run under the can't-be-late policy (``fallback``) or spot to the end."""
+    """One run under the can't-be-late policy (``fallback``) or spot to the end: the policy written
+    out one reclaim at a time, which the lockstep ``_trials`` that answers requests is held to."""
     W, k, R, tau = job.train_hours, job.overhead, job.restart_hours, job.tau
     lam = job.job_rate
     # Worst training lost at one reclaim: a whole interval, unless saved on notice.
@@ -247,6 +251,82 @@ def _trial(job: SpotJob, deadline: float | None, fallback: bool, rng: random.Ran
         spot += R
 
 
+@dataclass(frozen=True, slots=True)
+class _Trials:
+    """``_trial``'s outcome for many runs at once, as arrays (one entry per run)."""
+
+    spot_hours: np.ndarray
+    on_demand_hours: np.ndarray
+    fell_back: np.ndarray
+    reclaims: np.ndarray
+
+    @property
+    def hours(self) -> np.ndarray:
+        return self.spot_hours + self.on_demand_hours
+
+
+def _trials(job: SpotJob, deadline: float | None, fallback: bool, n: int,
+            draw: Callable[[np.ndarray, int], np.ndarray]) -> _Trials:
+    """``n`` runs of ``_trial`` in lockstep: step i draws the next reclaim of every run still going
+    (``draw(runs, i)``: one Exp(1) value per run in ``runs``, scaled by the job's rate here), so the
+    loop turns as many times as the most reclaimed run was reclaimed (a handful), not once per run.
+    Given the same draws, each run ends exactly as ``_trial`` ends it (``tests/unit/test_spot_risk.py``)."""
+    W, k, R, tau, c = job.train_hours, job.overhead, job.restart_hours, job.tau, job.checkpoint_hours
+    lam = job.job_rate
+    worst_lost = 0.0 if job.saves_on_notice else tau
+    guard = fallback and deadline is not None
+    spot_out = np.zeros(n)
+    od_out = np.zeros(n)
+    fell = np.zeros(n, dtype=bool)
+    reclaims = np.zeros(n, dtype=np.int64)
+    if guard and deadline - (job.setup_hours + worst_lost + R + W) < 0:  # type: ignore[operator]
+        # Not even one reclaim fits in the deadline: start on demand.
+        return _Trials(spot_out, np.full(n, job.setup_hours + W), np.ones(n, dtype=bool), reclaims)
+    live = np.arange(n)
+    t = np.full(n, job.setup_hours)
+    spot = np.full(n, job.setup_hours)
+    p = np.zeros(n)
+    step = 0
+    while live.size:
+        seg = (W - p) * (1.0 + k)
+        x = draw(live, step) / lam if lam > 0 else np.full(live.size, math.inf)
+        step += 1
+        if guard and k > 0:
+            y = (deadline - (t + worst_lost + R + (W - p))) * (1.0 + k) / k  # type: ignore[operator]
+        else:
+            y = np.full(live.size, math.inf)
+        end = np.minimum(np.minimum(seg, x), y)
+        done_spot = end == seg
+        to_demand = ~done_spot & (end == y)
+        reclaimed = ~done_spot & ~to_demand
+        # Finished on spot.
+        spot_out[live[done_spot]] = spot[done_spot] + seg[done_spot]
+        # Checkpoint now and move on demand.
+        pm = p[to_demand] + y[to_demand] / (1.0 + k)
+        spot_out[live[to_demand]] = spot[to_demand] + y[to_demand] + c
+        od_out[live[to_demand]] = R + (W - pm)
+        fell[live[to_demand]] = True
+        # Reclaimed: keep what was saved, then relaunch unless the slack is gone.
+        xr = x[reclaimed]
+        ids = live[reclaimed]
+        reclaims[ids] += 1
+        done = xr / (1.0 + k)
+        kept = done if job.saves_on_notice else tau * np.floor(done / tau + 1e-12)
+        pr = np.minimum(W, p[reclaimed] + kept)
+        tr = t[reclaimed] + xr
+        sr_ = spot[reclaimed] + xr
+        if guard:
+            stop = deadline - (tr + R + worst_lost + R + (W - pr)) < 0  # type: ignore[operator]
+        else:
+            stop = np.zeros(ids.size, dtype=bool)
+        spot_out[ids[stop]] = sr_[stop]
+        od_out[ids[stop]] = R + (W - pr[stop])
+        fell[ids[stop]] = True
+        go = ~stop
+        live, p, t, spot = ids[go], pr[go], tr[go] + R, sr_[go] + R
+    return _Trials(spot_out, od_out, fell, reclaims)
+
+
 def _quantile(sorted_values: list[float], q: float) -> float:
     i = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
     return sorted_values[i]
@@ -271,16 +351,17 @@ def spot_risk_summary(
     With a deadline and an on-demand price, the run follows the can't-be-late policy and the cost
     distribution counts the on-demand hours it falls back to."""
     fallback = deadline_hours is not None and on_demand_hourly_usd is not None
-    rng = random.Random(seed)
-    runs = [_trial(job, deadline_hours, fallback, rng) for _ in range(max(1, trials))]
+    n = max(1, trials)
+    rng = np.random.default_rng(seed)
+    runs = _trials(job, deadline_hours, fallback, n, lambda live, _step: rng.standard_exponential(live.size))
     od = on_demand_hourly_usd or 0.0
-    costs = sorted((r.spot_hours * spot_hourly_usd + r.on_demand_hours * od) * job.nodes for r in runs)
-    hours = sorted(r.hours for r in runs)
-    n = len(runs)
+    cost_array = (runs.spot_hours * spot_hourly_usd + runs.on_demand_hours * od) * job.nodes
+    costs = sorted(cost_array.tolist())
+    hours = sorted(runs.hours.tolist())
     # The same run on demand from the start: what the price ratio alone would promise.
     od_cost = (job.setup_hours + job.train_hours) * od * job.nodes if on_demand_hourly_usd is not None else None
     expected_cost = sum(costs) / n
-    met = sum(1 for r in runs if deadline_hours is not None and r.hours <= deadline_hours + 1e-9)
+    met = int(np.count_nonzero(runs.hours <= deadline_hours + 1e-9)) if deadline_hours is not None else 0
     return {
         "interruptions_per_hour": round(job.rate.interruptions_per_hour, 6),
         "source": job.rate.source,
@@ -303,8 +384,8 @@ def spot_risk_summary(
         "price_ratio": round(spot_hourly_usd / od, 4) if od else None,
         "expected_cost_ratio": round(expected_cost / od_cost, 4) if od_cost else None,
         "fallback": "on_demand" if fallback else None,
-        "p_fallback": round(sum(1 for r in runs if r.fell_back) / n, 4),
-        "expected_reclaims": round(sum(r.reclaims for r in runs) / n, 4),
+        "p_fallback": round(int(np.count_nonzero(runs.fell_back)) / n, 4),
+        "expected_reclaims": round(int(runs.reclaims.sum()) / n, 4),
         "cost_per": "run",
         "method": f"seeded simulation, {n} runs",
     }

@@ -91,6 +91,7 @@ class GuardMiddleware:
         self.cache = cache
         self.store_version = store_version
         self._version_task: asyncio.Future[str | None] | None = None
+        self._check_task: asyncio.Future[str | None] | None = None
         self._version_seen: str | None = None
         self._version_at = -1e18
         self._version_thread = ThreadPoolExecutor(1, thread_name_prefix="gpucost-version")
@@ -228,12 +229,21 @@ class GuardMiddleware:
         return None
 
     async def _store_problem(self) -> str | None:
+        """The store check's answer. Past its interval the check runs again on its own thread and
+        this request (and every other meanwhile) takes the last answer: only the first check is
+        waited for."""
         check = self.store_check
         assert check is not None
         seen = check.cached()
         if seen is not UNSET:
             return seen  # type: ignore[no-any-return]
-        return await asyncio.get_running_loop().run_in_executor(self._version_thread, check.check)
+        task = self._check_task
+        if task is None or task.done():
+            task = self._check_task = asyncio.get_running_loop().run_in_executor(self._version_thread, check.check)
+        last = check.last()
+        if last is not UNSET:
+            return last  # type: ignore[no-any-return]
+        return await asyncio.shield(task)
 
     async def _recent_version(self) -> str | None:
         """The prices' version, for the answer cache's key. Requests that arrive while a read is

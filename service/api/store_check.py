@@ -4,7 +4,12 @@
 a current price list holding fewer rows than it records, e.g. half its offers deleted). A quote
 computed from such a store would be computed from half the offers and look like any other, so
 the decision endpoints answer 503 with the same reason instead. The check reads every table, so
-its result is kept for ``TTL_S`` seconds: under load the store is checked once per interval.
+its result is kept for ``TTL_S`` seconds: under load the store is checked once per interval. Once
+the store has been checked, requests never wait for the next check: they take the last answer
+while it runs (``GuardMiddleware._store_problem``): the check takes 4-12 ms alone on the bundled
+SQLite store (2026-12-01) and longer while quotes hold the interpreter, and every request that
+arrived meanwhile used to wait for it, 429s included. A store damaged since the last check is so
+refused one check later: within ``TTL_S`` plus one check.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ class StoreCheck:
         if time.monotonic() - self._at <= self.ttl_s:
             return self._problem
         return _UNSET
+
+    def last(self) -> Any:
+        """The last answer however old; ``UNSET`` before the first check."""
+        return self._problem if self._at > -1e18 else _UNSET
 
     def check(self) -> str | None:
         """None when whole; else the reason in words, without filesystem paths. Blocking."""

@@ -126,3 +126,28 @@ def test_leases_are_judged_by_the_databases_clock(db_url: str, monkeypatch: pyte
     assert b.try_lease("refresh", "replica-b", ttl_s=60)
     a.close()
     b.close()
+
+
+def test_a_store_damaged_while_serving_is_refused_one_check_later_and_no_request_waits_for_the_check(tmp_path: Path) -> None:
+    """Once checked, the store check is redone in the background when its interval is over: the
+    request that finds it stale takes the last answer (here: whole), and the requests after the
+    check (here: damaged) get 503 with the reason."""
+    import time
+
+    path = _seeded(tmp_path / "prices.sqlite")
+    with TestClient(create_app(Settings(db_url=f"sqlite:///{path}"))) as c:
+        check = c.app.guard_options["store_check"]  # type: ignore[attr-defined]
+        assert c.post("/v1/quote", json=DECISIONS["/v1/quote"]).status_code == 200  # checked: whole
+        check.ttl_s = 0.05
+        _delete_half_of_a_current_snapshot(path)
+        time.sleep(0.1)
+        stale = c.post("/v1/quote", json=DECISIONS["/v1/quote"])
+        assert stale.status_code == 200  # answered from the last check while the next one ran
+        deadline = time.monotonic() + 10
+        while True:
+            r = c.post("/v1/quote", json=DECISIONS["/v1/quote"])
+            if r.status_code == 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert r.status_code == 503, r.text[:300]
+        assert "damaged" in r.json()["detail"] and "offers" in r.json()["detail"]

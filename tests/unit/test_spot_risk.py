@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from optimizer import spot_risk as sr
@@ -106,3 +107,43 @@ def test_a_risky_bucket_costs_more_than_its_price_ratio_and_can_lose_to_on_deman
     assert s["price_ratio"] == 1.0
     assert s["expected_cost_ratio"] > s["price_ratio"]
     assert s["expected_cost_usd"] > s["on_demand_cost_usd"]
+
+
+@pytest.mark.parametrize(("train", "ckpt_gb", "nodes", "deadline", "od_price", "interval"), [
+    (20.0, 112.0, 4, None, None, None),   # spot to the end, loses work at each reclaim
+    (20.0, 0.6, 4, None, None, None),     # saves on notice
+    (20.0, 112.0, 4, 27.0, 9.0, None),    # can't-be-late: falls back in some runs
+    (20.0, 112.0, 4, 24.0, 9.0, 2.0),     # fixed interval, tight deadline
+    (20.0, 112.0, 1, 20.5, 9.0, None),    # no room for a reclaim: on demand from the start
+    (3.0, 5.0, 8, 6.0, 9.0, None),
+])
+def test_the_lockstep_simulation_ends_every_run_as_the_one_run_policy_does(
+    train: float, ckpt_gb: float, nodes: int, deadline: float | None, od_price: float | None,
+    interval: float | None,
+) -> None:
+    """Fed the same Exp(1) draws, ``_trials`` (every run at once) and ``_trial`` (one run, one
+    reclaim at a time) agree on each run's spot hours, on-demand hours, fallback and reclaims."""
+    job = _job(train=train, ckpt_gb=ckpt_gb, nodes=nodes, interval=interval)
+    n = 300
+    draws = np.random.default_rng(5).standard_exponential((n, 400))
+    fallback = deadline is not None and od_price is not None
+    runs = sr._trials(job, deadline, fallback, n, lambda live, step: draws[live, step])
+    assert runs.reclaims.max() < 400
+    for i in range(n):
+        one = sr._trial(job, deadline, fallback, _Draws(draws[i]))  # type: ignore[arg-type]
+        assert runs.spot_hours[i] == pytest.approx(one.spot_hours, rel=1e-12, abs=1e-12), i
+        assert runs.on_demand_hours[i] == pytest.approx(one.on_demand_hours, rel=1e-12, abs=1e-12), i
+        assert bool(runs.fell_back[i]) == one.fell_back, i
+        assert int(runs.reclaims[i]) == one.reclaims, i
+    # Each case exercises reclaims, or is the one that starts on demand.
+    assert runs.reclaims.sum() > 0 or (runs.fell_back.all() and runs.spot_hours.max() == 0)
+
+
+class _Draws:
+    """``random.Random``'s ``expovariate`` from a fixed row of Exp(1) draws (one per reclaim)."""
+
+    def __init__(self, row: np.ndarray) -> None:
+        self._row = iter(row.tolist())
+
+    def expovariate(self, lam: float) -> float:
+        return next(self._row) / lam
