@@ -260,9 +260,11 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None, settings: 
         rss = [_rss_mb(proc)]
         refusals: list[float] = []
         from_connect: list[float] = []
+        worst_per_burst: list[float] = []
         codes: dict[int, int] = {}
         for b in range(bursts):
             results = asyncio.run(_burst(port, [_normal(10_000 * (b + 1) + i) for i in range(burst)]))
+            worst_per_burst.append(max((t for st, t, _ in results if st == 429), default=0.0))
             for status, seconds, since_connect in results:
                 codes[status] = codes.get(status, 0) + 1
                 if status == 429:
@@ -285,6 +287,7 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None, settings: 
                 "refusal_ms_p99": round(_p(refusals, 0.99) * 1000, 1),
                 "refusal_ms_max": round(max(refusals) * 1000, 1) if refusals else None,
                 "refusals_over_100ms": sum(1 for s in refusals if s > 0.1),
+                "refusal_ms_max_per_burst": [round(t * 1000, 1) for t in worst_per_burst],
                 # Timed from the start of each connection: the client's own loop opening every
                 # socket included (what this bench reported before 2026-12-01, second session).
                 "from_connect_ms_p50": round(_p(from_connect, 0.5) * 1000, 1),
@@ -335,6 +338,7 @@ def main() -> None:
     print(f"{b['requests']} quotes in bursts: {b['statuses']}; 429 latency p50 {b['refusal_ms_p50']} ms, "
           f"p99 {b['refusal_ms_p99']} ms, max {b['refusal_ms_max']} ms, over 100 ms: {b['refusals_over_100ms']}; "
           f"inside the server p50 {b['server_side_ms_p50']} ms, max {b['server_side_ms_max']} ms")
+    print(f"  slowest 429 of each burst: {b['refusal_ms_max_per_burst']} ms")
     print(f"  timed from each connection's start: p50 {b['from_connect_ms_p50']} ms, max {b['from_connect_ms_max']} ms; "
           f"this client's floor (a bare server answering 429 at once): max {b['client_floor_ms_max']} ms")
     print(f"RSS (server + workers): {r['after_warmup_and_attack']} MB, after each burst {r['after_each_burst']} "
