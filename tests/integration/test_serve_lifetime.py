@@ -76,6 +76,8 @@ def test_a_signal_stops_the_server_and_every_worker(tmp_path: Path, sig: signal.
         assert _plan(base) == 200
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 2, "the plan ran without solve workers"
+        # The descriptor table was grown at start (service.api.descriptors), not by a burst.
+        assert _fd_size(proc.pid) >= 1024
     except BaseException:
         proc.kill()
         proc.wait()
@@ -101,6 +103,14 @@ def test_workers_end_when_the_server_is_killed_outright(tmp_path: Path) -> None:
     assert left == [], f"worker processes outlived a killed server: {left}"
 
 
+def _fd_size(pid: int) -> int:
+    """The size of a process's descriptor table (``FDSize`` in ``/proc/<pid>/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("FDSize:"):
+            return int(line.split()[1])
+    raise AssertionError("no FDSize")
+
+
 def _quote(base: str, tokens: float) -> int:
     body = json.dumps({"workload": {"model": "gpt2", "tokens": tokens}}).encode()
     req = urllib.request.Request(f"{base}/v1/quote", data=body, headers={"Content-Type": "application/json"})
@@ -118,7 +128,9 @@ def test_serve_with_several_processes_answers_and_leaves_nothing(tmp_path: Path,
         assert _plan(base) == 200
         servers = psutil.Process(proc.pid).children()
         children = psutil.Process(proc.pid).children(recursive=True)
-        assert sum(1 for p in servers if "resource_tracker" not in " ".join(p.cmdline())) == 2, servers
+        serving = [p for p in servers if "resource_tracker" not in " ".join(p.cmdline())]
+        assert len(serving) == 2, servers
+        assert all(_fd_size(p.pid) >= 1024 for p in serving)
         assert len(children) >= 4, "each server process has its solve workers"
     except BaseException:
         for p in psutil.Process(proc.pid).children(recursive=True):
