@@ -41,6 +41,7 @@ FRESH_VERSION_S = 1.0
 _ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 
 access_log = logging.getLogger("gpucost.access")
+logger = logging.getLogger(__name__)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -240,6 +241,7 @@ class GuardMiddleware:
         task = self._check_task
         if task is None or task.done():
             task = self._check_task = asyncio.get_running_loop().run_in_executor(self._version_thread, check.check)
+            task.add_done_callback(_log_failed_check)
         last = check.last()
         if last is not UNSET:
             return last  # type: ignore[no-any-return]
@@ -333,6 +335,12 @@ class GuardMiddleware:
         finally:
             watcher.cancel()
             clients.leave(client)
+
+
+def _log_failed_check(task: asyncio.Future[str | None]) -> None:
+    """A store check that raised, which nobody may be awaiting: logged (the next request retries)."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("the store check failed: %s", task.exception())
 
 
 def _client_of(scope: Scope) -> str:

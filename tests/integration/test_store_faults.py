@@ -151,3 +151,29 @@ def test_a_store_damaged_while_serving_is_refused_one_check_later_and_no_request
             time.sleep(0.02)
         assert r.status_code == 503, r.text[:300]
         assert "damaged" in r.json()["detail"] and "offers" in r.json()["detail"]
+
+
+def test_a_store_check_that_fails_in_the_background_is_logged_and_answers_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import time
+
+    path = _seeded(tmp_path / "prices.sqlite")
+    with TestClient(create_app(Settings(db_url=f"sqlite:///{path}"))) as c:
+        check = c.app.guard_options["store_check"]  # type: ignore[attr-defined]
+        assert c.post("/v1/quote", json=DECISIONS["/v1/quote"]).status_code == 200
+
+        def broken() -> object:
+            raise RuntimeError("disk on fire")
+
+        check._store = broken
+        check.ttl_s = 0.05
+        time.sleep(0.1)
+        with caplog.at_level(logging.WARNING, logger="service.api.middleware"):
+            for _ in range(20):
+                assert c.post("/v1/quote", json=DECISIONS["/v1/quote"]).status_code == 200
+                if any("disk on fire" in r.getMessage() for r in caplog.records):
+                    break
+                time.sleep(0.05)
+        assert any("the store check failed: disk on fire" in r.getMessage() for r in caplog.records)
