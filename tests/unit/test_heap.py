@@ -15,8 +15,10 @@ from service.api import heap
 def keeper(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(heap, "_installed", False)
     monkeypatch.setattr(heap, "_due", False)
+    while heap._observe in gc.callbacks:  # whatever this process installed before
+        gc.callbacks.remove(heap._observe)
     yield
-    if heap._observe in gc.callbacks:
+    while heap._observe in gc.callbacks:
         gc.callbacks.remove(heap._observe)
     gc.unfreeze()
 
