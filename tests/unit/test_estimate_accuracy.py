@@ -8,8 +8,6 @@ without each source in turn (leave-one-source-out).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -21,23 +19,14 @@ from optimizer.estimator import calibration as cal
 from optimizer.estimator.estimate import estimate, resolve_sharding, usable_vram_gb
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.workload import Workload
+from tests.unit.accuracy_bench import estimator_accuracy
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _bench() -> ModuleType:
-    path = REPO / "bench" / "estimator_accuracy.py"
-    spec = importlib.util.spec_from_file_location("estimator_accuracy", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("estimator_accuracy", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return _bench()
+    return estimator_accuracy()
 
 
 DATA = REPO / "tests" / "data"

@@ -9,9 +9,7 @@ tests/data/reference/measurement_cases.jsonl.
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -23,6 +21,7 @@ from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.shapes import resolve_model
 from optimizer.estimator.throughput import gemm_attainable, matmul_efficiency
 from optimizer.estimator.workload import Workload
+from tests.unit.accuracy_bench import estimator_accuracy
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
@@ -33,13 +32,7 @@ GEFORCE_ROWS = ("M121", "M125", "M128", "V007", "V008", "V023", "V024", "V029", 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    path = REPO / "bench" / "estimator_accuracy.py"
-    spec = importlib.util.spec_from_file_location("estimator_accuracy", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("estimator_accuracy", module)
-    spec.loader.exec_module(module)
-    return module
+    return estimator_accuracy()
 
 
 @pytest.fixture(scope="module")
