@@ -1,7 +1,7 @@
 """GeForce cards priced at what their tensor cores reach (``GEFORCE_GEMM_ATTAINABLE``, issue 18 third
 pass), through HTTP and the CLI.
 
-Published truth (copied here, not read from ../shared): lambdal/deeplearning-benchmark
+Published truth, copied here with its source: lambdal/deeplearning-benchmark
 ``pytorch/pytorch-train-throughput-fp16.csv`` (commit 0551cb70), BERT-base SQuAD fine-tune,
 seq 384, fp16 (apex O2), one GPU: RTX 3090 172 sequences/s at batch 96 (66,048 tokens/s), A10 135
 at batch 80 (51,840 tokens/s), the same GA102 chip. Batch sizes from pytorch-train-bs-fp16.csv.

@@ -1,7 +1,7 @@
 """GeForce cards' tensor-core matmuls run above the rated boost clock their datasheet peak assumes
 (``calibration.GEFORCE_GEMM_ATTAINABLE``), and what that does to the consumer rows left out.
 
-Published figures used here (copied, not read from ../shared): mli/transformers-benchmarks README
+Published figures used here, copied with their source: mli/transformers-benchmarks README
 (2022) micro-benchmark, fp16 matmul TFLOPS measured / datasheet: A100-80GB 230 / 312, RTX 3090 Ti
 81 / 80 (FP32 accumulate); the measured rows are in tests/data/measurements_extra.jsonl and
 tests/data/reference/measurement_cases.jsonl.
