@@ -81,3 +81,22 @@ def constructed(cls: type[M], **values: Any) -> M:
     object.__setattr__(m, "__pydantic_extra__", None)
     object.__setattr__(m, "__pydantic_private__", None)
     return m
+
+
+def replaced(m: M, **update: Any) -> M:
+    """``m.model_copy(update=update)`` for the models ``constructed`` builds: a shallow copy with
+    ``update``'s values, which count as set. Any other model goes to ``model_copy`` itself."""
+    cls = type(m)
+    try:
+        plan = _PLANS[cls]
+    except KeyError:
+        with _LOCK:
+            plan = _PLANS[cls] = _plan_of(cls)
+    if plan is None:
+        return m.model_copy(update=update)
+    copied = cls.__new__(cls)
+    object.__setattr__(copied, "__dict__", {**m.__dict__, **update})
+    object.__setattr__(copied, "__pydantic_fields_set__", m.__pydantic_fields_set__ | update.keys())
+    object.__setattr__(copied, "__pydantic_extra__", None)
+    object.__setattr__(copied, "__pydantic_private__", None)
+    return copied

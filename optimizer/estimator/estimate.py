@@ -8,22 +8,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from optimizer.errors import InvalidInput
-from optimizer.estimator.memo import LruMemo
-from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
-from optimizer.estimator.construct import constructed
 from optimizer.estimator.amounts import figures as amount_figures
+from optimizer.estimator.construct import constructed, replaced
+from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
 from optimizer.estimator.host import HostDetail, host_notes
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.memory import GB, MemoryParts, memory_parts
 from optimizer.estimator.precision import with_precision
-from optimizer.estimator.support import check_supported
+from optimizer.estimator.ranges import (
+    capacity_warnings,
+    memory_width,
+    span,
+    throughput_width,
+)
 from optimizer.estimator.shapes import ModelShape, resolve_model
-from optimizer.results import Estimate, MemoryBreakdown, Recipe
-from optimizer.estimator.ranges import capacity_warnings, memory_width, span, throughput_width
+from optimizer.estimator.support import check_supported
 from optimizer.estimator.throughput import Throughput, throughput
 from optimizer.estimator.workload import Workload
+from optimizer.results import Estimate, MemoryBreakdown, Recipe
+
+if TYPE_CHECKING:
+    from optimizer.estimator.recipe import Trial
 
 # Lightest first: each step shards more state at the price of more communication.
 AUTO_ORDER = ("ddp", "zero2", "zero3")
@@ -375,6 +384,12 @@ def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shard
     return hit
 
 
+# The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme, attention
+# kernel and usable memory: a quote over dozens of card types searches each kind of card once.
+# Bounded like the memory models the search reads.
+_TRIALS: LruMemo[tuple[str, int, str, bool, float], tuple[Trial, ...]] = LruMemo(SPEED_MEMO_SIZE)
+
+
 def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_precision: bool = False) -> Estimate:
     """The fastest allowed recipe that fits under one sharding scheme (or the least-memory one)."""
     from optimizer.estimator import recipe as rcp
@@ -391,7 +406,10 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         mem = _memory(shape, t.workload, gpu, gpu_count, sharding)
         return _speed(shape, t.workload, gpu, gpu_count, sharding, mem).tokens_per_second
 
-    trials = rcp.fitting_trials(w, gpu_count, sharding, fits)
+    # Which recipes fit depends on the card only through its usable memory and its attention
+    # kernel (``_peak_gb``): cards alike in both share one search.
+    key = (w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu), usable)
+    trials = list(_TRIALS.get_or_compute(key, lambda: tuple(rcp.fitting_trials(w, gpu_count, sharding, fits))))
     if len(trials) > 1:
         # With and without recomputation both fit (at different micro-batches): the faster runs.
         trials.sort(key=speed, reverse=True)
@@ -408,7 +426,7 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
     recipe = t.recipe
     if chose_precision:  # the request said "auto": the recipe says which precision it chose
         recipe = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
-    return est.model_copy(update={"recipe": recipe})
+    return replaced(est, recipe=recipe)
 
 
 def moved_to_amount(est: Estimate, w: Workload) -> Estimate:
@@ -434,6 +452,7 @@ def clear_cache() -> None:
     _PARTS.clear()
     _SPEED.clear()
     _BREAKDOWNS.clear()
+    _TRIALS.clear()
     for forget in _ON_CLEAR:
         forget()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +30,30 @@ def from_record(record: Any) -> Measurement | None:
         return None
 
 
+# Newest measurement first; plain SQL that SQLite and PostgreSQL both run as written, so the
+# sqlite3 path and the store's engine read the same rows.
+MEASUREMENTS_SQL = f"SELECT record FROM measurements ORDER BY measured_at DESC, id LIMIT {MAX_MEASUREMENTS}"
+
+
+def measurements_from(rows: Iterable[Sequence[Any]]) -> list[Measurement]:
+    """Measurements from ``MEASUREMENTS_SQL``'s rows: JSON text (SQLite) or a decoded value
+    (PostgreSQL's driver); an unreadable record is skipped."""
+    out = []
+    for (value,) in rows:
+        if isinstance(value, str | bytes):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        if (m := from_record(value)) is not None:
+            out.append(m)
+    return out
+
+
 def read_sqlite(path: Path) -> list[Measurement]:
     """The measurements of the SQLite store at ``path``, read-only; none when the file or its
     table is not there yet (nothing was ever added)."""
-    rows = read_only_rows(
-        path, "SELECT record FROM measurements ORDER BY measured_at DESC, id LIMIT ?", (MAX_MEASUREMENTS,))
-    out = []
-    for (text,) in rows:
-        try:
-            record = json.loads(text)
-        except (TypeError, ValueError):
-            continue
-        if (m := from_record(record)) is not None:
-            out.append(m)
-    return out
+    return measurements_from(read_only_rows(path, MEASUREMENTS_SQL))
 
 
 def measurements_of(prices: Any) -> list[Measurement]:

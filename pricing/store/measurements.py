@@ -17,12 +17,16 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Engine, delete, func, select
 
 from optimizer.measurement import Measurement
-from pricing.store.measurement_peek import MAX_MEASUREMENTS
-from pricing.store.measurement_peek import from_record as _from_record
+from pricing.store.measurement_peek import (
+    MAX_MEASUREMENTS,
+    MEASUREMENTS_SQL,
+    measurements_from,
+)
 from pricing.store.rows import _meta
 from pricing.store.schema import MeasurementRow
 
 VERSION_KEY = "measurements_version"
+_VERSION_SQL = f"SELECT value FROM store_meta WHERE key = '{VERSION_KEY}'"
 _table = MeasurementRow.__table__
 
 
@@ -60,11 +64,9 @@ def add_measurement(store: _Store, m: Measurement) -> tuple[Measurement, bool]:
 
 def list_measurements(store: _Store) -> list[Measurement]:
     """Every stored measurement, newest measurement first."""
+    # Plain SQL: every answer reads this, and the Core statement costs twice as much.
     with store._read() as conn:
-        rows = conn.execute(
-            select(_table.c.record).order_by(_table.c.measured_at.desc(), _table.c.id).limit(MAX_MEASUREMENTS)
-        ).all()
-    return [m for (record,) in rows if (m := _from_record(record)) is not None]
+        return measurements_from(conn.exec_driver_sql(MEASUREMENTS_SQL).fetchall())
 
 
 def remove_measurement(store: _Store, measurement_id: str) -> bool:
@@ -78,6 +80,6 @@ def remove_measurement(store: _Store, measurement_id: str) -> bool:
 
 def measurements_version(store: _Store) -> str:
     """Changes whenever a measurement is added or removed ("0" before the first)."""
-    with store._read() as conn:
-        row = conn.execute(select(_meta.c.value).where(_meta.c.key == VERSION_KEY)).first()
+    with store._read() as conn:  # plain SQL: the HTTP answer cache asks this every request
+        row = conn.exec_driver_sql(_VERSION_SQL).first()
     return row[0] if row is not None else "0"

@@ -61,23 +61,21 @@ def _limit(provider: str, region: str, code: str, value: float, name: str | None
     return QuotaLimit(provider=provider, region=region, code=code, limit=float(value), source=source, name=name)
 
 
-def list_quotas(store: _Store) -> list[QuotaLimit]:
-    from sqlalchemy import select
+# Plain SQL that SQLite and PostgreSQL both run as written: the store's engine and the sqlite3
+# path read the same rows, and every quote reads them (the Core statement costs twice as much).
+QUOTAS_SQL = (f"SELECT provider, region, code, quota_limit, name, source FROM quotas "
+              f"ORDER BY provider, region, code LIMIT {MAX_QUOTAS}")
 
-    t = _quota_table()
+
+def list_quotas(store: _Store) -> list[QuotaLimit]:
     with store._read() as conn:
-        rows = conn.execute(
-            select(t.c.provider, t.c.region, t.c.code, t.c.quota_limit, t.c.name, t.c.source)
-            .order_by(t.c.provider, t.c.region, t.c.code).limit(MAX_QUOTAS)
-        ).all()
+        rows = conn.exec_driver_sql(QUOTAS_SQL).fetchall()
     return [_limit(*r) for r in rows]
 
 
 def read_sqlite(path: Path) -> list[QuotaLimit]:
     """The quotas of the SQLite store at ``path``, read-only; none when there is no such table yet."""
-    rows = read_only_rows(path, "SELECT provider, region, code, quota_limit, name, source FROM quotas "
-                                "ORDER BY provider, region, code LIMIT ?", (MAX_QUOTAS,))
-    return [_limit(*r) for r in rows]
+    return [_limit(*r) for r in read_only_rows(path, QUOTAS_SQL)]
 
 
 def stored_quotas(prices: Any) -> list[QuotaLimit]:

@@ -19,10 +19,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from optimizer.bill_calibration import FORMULA, learn
+from optimizer.bill_calibration import learn
 from optimizer.errors import InvalidInput, StoreError
 from optimizer.reconcile import run_bill
 from optimizer.runs import BillLine, CalibrationFactor, PlannedRun
+from pricing.store.calibration_peek import CALIBRATION_SQL, factors_from
 from pricing.store.schema import (
     BillCalibrationRow,
     BillImportRow,
@@ -38,6 +39,7 @@ _calib = BillCalibrationRow.__table__
 _meta = StoreMetaRow.__table__
 
 VERSION_KEY = "runs_version"
+_VERSION_SQL = f"SELECT value FROM store_meta WHERE key = '{VERSION_KEY}'"
 MAX_LIST = 10_000
 
 
@@ -197,18 +199,16 @@ def calibration(store: Any) -> list[CalibrationFactor]:
         from pricing.store.calibration_peek import calibration_from_file
 
         return calibration_from_file(db_file)
-    with _read(store) as conn:
-        rows = conn.execute(select(_calib).order_by(_calib.c.provider, _calib.c.gpu)).all()
-    return [CalibrationFactor(provider=r.provider, gpu=r.gpu, hours_factor=r.hours_factor, rate_factor=r.rate_factor,
-                              runs=list(r.runs or []), formula=FORMULA) for r in rows]
+    with _read(store) as conn:  # plain SQL, shared with the sqlite3 path: every quote reads this
+        return factors_from(conn.exec_driver_sql(CALIBRATION_SQL).fetchall())
 
 
 def version(store: Any) -> str:
     """Changes whenever a bill is imported: part of the answer cache's key, since quotes read the
     factors learnt from bills."""
     try:
-        with _read(store) as conn:
-            return conn.execute(select(_meta.c.value).where(_meta.c.key == VERSION_KEY)).scalar() or ""
+        with _read(store) as conn:  # plain SQL: the HTTP answer cache asks this every request
+            return conn.exec_driver_sql(_VERSION_SQL).scalar() or ""
     except StoreError:
         return ""
 

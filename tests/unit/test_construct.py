@@ -1,5 +1,6 @@
 """``constructed`` makes the same objects as pydantic's ``model_construct`` (the estimator uses it
-for its result models), and hands models it does not cover to ``model_construct`` itself."""
+for its result models), and ``replaced`` the same as ``model_copy(update=...)``; both hand models
+they do not cover to pydantic itself."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, PrivateAttr
 
-from optimizer.estimator.construct import _plan_of, constructed
+from optimizer.estimator.construct import _plan_of, constructed, replaced
 from optimizer.estimator.estimate import estimate
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate, HostNeeds, MemoryBreakdown, Recipe
@@ -69,3 +70,20 @@ def test_models_it_does_not_cover_are_made_by_model_construct(cls: type[BaseMode
 
 def test_the_result_models_are_covered() -> None:
     assert all(_plan_of(c) is not None for c in (Estimate, MemoryBreakdown, HostNeeds, Recipe))
+
+
+@pytest.mark.parametrize("update", [{}, {"recipe": None}, {"fits": False, "notes": ("n",)}])
+def test_replaced_is_model_copy_with_update(update: dict[str, Any]) -> None:
+    est = estimate(Workload(model="qwen2.5-1.5b", method="lora", tokens=1e8), "A100", 2)
+    for m in (est, constructed(Estimate, **_values(est, ("details", "range")))):
+        got, want = replaced(m, **update), m.model_copy(update=update)
+        _same(got, want)
+        assert got is not m and got.__dict__ is not m.__dict__
+        assert got.model_fields_set is not m.model_fields_set  # a copy: the original's is untouched
+
+
+@pytest.mark.parametrize(("cls", "values"), [(_Aliased, {"Size": 3}), (_Private, {"size": 2})])
+def test_replaced_hands_models_it_does_not_cover_to_model_copy(cls: type[BaseModel], values: dict[str, Any]) -> None:
+    m = cls.model_validate(values)
+    update = {"size": 9}
+    _same(replaced(m, **update), m.model_copy(update=update))

@@ -1,7 +1,8 @@
-"""The estimator's memory and speed memos (``estimate._memory``, ``estimate._speed``): one card's
-memory parts serve every card with the same attention kernel, which holds only if the memory model
-reads the card through its kernel alone, every part of it (not just the total); an estimate made
-with the memos is the one made without them."""
+"""The estimator's memory, speed and recipe-search memos (``estimate._memory``, ``estimate._speed``,
+``estimate._TRIALS``): one card's memory parts serve every card with the same attention kernel,
+which holds only if the memory model reads the card through its kernel alone, every part of it
+(not just the total); one card's recipe search serves every card with the same kernel and usable
+memory; an estimate made with the memos is the one made without them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from optimizer.estimator import estimate as est_mod
 from optimizer.estimator.estimate import clear_cache, estimate
 from optimizer.estimator.gpus import gpu_spec
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.memory import fused_attention_available, memory_parts
 from optimizer.estimator.shapes import resolve_model
 from optimizer.estimator.workload import Workload
@@ -59,3 +61,37 @@ def test_an_estimate_made_with_the_memos_is_the_one_made_without(gpu: str, monke
     monkeypatch.setattr(est_mod, "_memory", lambda shape, cw, g, n, s: memory_parts(shape, cw, g, n, s))
     monkeypatch.setattr(est_mod, "_speed", lambda shape, cw, g, n, s, mem: est_mod.throughput(shape, cw, g, n, s, mem))
     assert estimate(w, gpu, 2).model_dump() == with_memos
+
+
+class _NeverKept(LruMemo):  # type: ignore[type-arg]
+    """A memo that computes every time."""
+
+    def get_or_compute(self, key, compute):  # type: ignore[no-untyped-def]
+        return compute()
+
+
+# 24 GB cards (one usable memory, several kernels) and others, on a job whose recipe search has
+# choices to make: auto micro-batch and checkpointing under a tight fit.
+SEARCH_CARDS = ["L4", "A10G", "A10", "RTX4090", "RTX3090", "RTXA5000", "T4", "V100", "A100", "RTX4070TiSuper"]
+SEARCHED = [
+    Workload(model="llama-3-8b", method="qlora", tokens=1e8, seq_len=2048),
+    Workload(model="qwen2.5-1.5b", method="full", tokens=1e8, seq_len=1024, global_batch_size=32),
+]
+
+
+@pytest.mark.parametrize("w", SEARCHED, ids=lambda w: f"{w.model}-{w.method}")
+@pytest.mark.parametrize("count", [1, 4])
+def test_a_recipe_search_shared_between_cards_gives_each_card_its_own_estimate(
+    w: Workload, count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clear_cache()
+    shared = {card: estimate(w, card, count).model_dump() for card in SEARCH_CARDS}
+    # Some cards were answered from another card's search, and the recipes differ between cards
+    # with different memory: the memo was read, and it is not a constant.
+    assert len(est_mod._TRIALS) < len(SEARCH_CARDS)
+    assert len({str(d["recipe"]) for d in shared.values()}) > 1
+    clear_cache()
+    monkeypatch.setattr(est_mod, "_TRIALS", _NeverKept(1))
+    for card in SEARCH_CARDS:
+        clear_cache()
+        assert estimate(w, card, count).model_dump() == shared[card], card

@@ -1,0 +1,67 @@
+"""The reads every answer makes (measurements, quotas, learnt calibration, the versions the answer
+cache keys on) are plain SQL shared with the sqlite3 quick path: on SQLite and on PostgreSQL they
+give back what the store's own writers stored, values decoded from JSON where the column holds it,
+and the SQLite file read with sqlite3 alone gives the same."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert
+from sqlalchemy.engine import make_url
+
+from optimizer.measurement import Measurement, checked
+from optimizer.quotas import QuotaLimit
+from pricing.store import runs
+from pricing.store.calibration_peek import calibration_from_file
+from pricing.store.measurement_peek import read_sqlite as measurements_from_file
+from pricing.store.measurements import add_measurement, list_measurements, measurements_version, remove_measurement
+from pricing.store.quotas import list_quotas, replace_quotas
+from pricing.store.quotas import read_sqlite as quotas_from_file
+from pricing.store.repository import open_store
+from tests.integration._pricestore import BACKENDS, backend_url
+
+RECORD_FILE = Path(__file__).resolve().parents[1] / "data" / "probe" / "rtx4090_bert_base.json"
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_answer_reads_give_back_what_was_stored(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    with backend_url(request, tmp_path, backend) as url:
+        store = open_store(url)
+        try:
+            # Nothing stored yet: empty lists and the versions' first values.
+            assert list_measurements(store) == [] and list_quotas(store) == [] and runs.calibration(store) == []
+            assert measurements_version(store) == "0" and runs.version(store) == ""
+
+            m = checked(Measurement.model_validate(json.loads(RECORD_FILE.read_text(encoding="utf-8"))))
+            stored, new = add_measurement(store, m)
+            assert new
+            first = measurements_version(store)
+            assert first != "0"
+            limits = [QuotaLimit("aws", "us-east-1", "L-417A185B", 96.0, "AWS Service Quotas", "P instances"),
+                      QuotaLimit("aws", "global", "L-7212CCBC", 64.0, "AWS Service Quotas", None)]
+            assert replace_quotas(store, "aws", limits, NOW) == 2
+            with runs._write(store) as conn:  # what a bill import's relearning writes
+                conn.execute(insert(runs._calib).values(provider="aws", gpu="A100", hours_factor=1.25,
+                                                        rate_factor=0.9, runs=["run-1", "run-2"], updated_at=NOW))
+
+            assert list_measurements(store) == [stored]
+            assert sorted(list_quotas(store), key=lambda q: q.region) == sorted(limits, key=lambda q: q.region)
+            (factor,) = runs.calibration(store)
+            assert (factor.provider, factor.gpu, factor.hours_factor, factor.rate_factor, factor.runs) == (
+                "aws", "A100", 1.25, 0.9, ["run-1", "run-2"])
+
+            if backend == "sqlite":  # the CLI's quick path reads the same rows without SQLAlchemy
+                db = Path(make_url(url).database or "")
+                assert measurements_from_file(db) == [stored]
+                assert quotas_from_file(db) == list_quotas(store)
+                assert calibration_from_file(db) == runs.calibration(store)
+
+            assert remove_measurement(store, stored.id or "")
+            assert list_measurements(store) == [] and measurements_version(store) not in ("0", first)
+        finally:
+            store.engine.dispose()
