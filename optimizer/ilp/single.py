@@ -58,17 +58,25 @@ def build_single(
     C = [c.cost_usd for c in candidates]
     T = [c.hours + c.lead_hours for c in candidates]
     G = [c.total_gpus for c in candidates]
-    problem += pulp.lpSum(C[i] * xs[i] for i in range(len(xs))), "total_cost_usd"
-    problem += pulp.lpSum(xs) == 1, "choose_one"
+    # Sums built from (variable, coefficient) pairs: the same expressions as ``lpSum`` of
+    # products, without an expression object per term (every quote builds this model).
+    problem += _sum(xs, C), "total_cost_usd"
+    problem += pulp.LpConstraint(_sum(xs, [1] * len(xs)), pulp.LpConstraintEQ, rhs=1), "choose_one"
     if deadline_hours is not None:
-        problem += pulp.lpSum(T[i] * xs[i] for i in range(len(xs))) <= deadline_hours, "deadline"
+        problem += pulp.LpConstraint(_sum(xs, T), pulp.LpConstraintLE, rhs=deadline_hours), "deadline"
     if budget_usd is not None:
-        problem += pulp.lpSum(C[i] * xs[i] for i in range(len(xs))) <= budget_usd, "budget"
+        problem += pulp.LpConstraint(_sum(xs, C), pulp.LpConstraintLE, rhs=budget_usd), "budget"
     for p, q in (quotas or {}).items():
         members = [i for i, c in enumerate(candidates) if c.provider == p]
         if members:
-            problem += pulp.lpSum(G[i] * xs[i] for i in members) <= q, f"quota_{_safe(p)}"
+            problem += pulp.LpConstraint(
+                _sum([xs[i] for i in members], [G[i] for i in members]), pulp.LpConstraintLE, rhs=q,
+            ), f"quota_{_safe(p)}"
     return SingleModel(problem=problem, x=x, candidates=list(candidates))
+
+
+def _sum(xs: Sequence[pulp.LpVariable], coefficients: Sequence[float]) -> pulp.LpAffineExpression:
+    return pulp.LpAffineExpression(list(zip(xs, coefficients, strict=True)))
 
 
 def _safe(name: str) -> str:
