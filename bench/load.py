@@ -56,8 +56,9 @@ def free_port() -> int:
 
 @contextmanager
 def server(env_extra: dict[str, str] | None = None, args: list[str] | None = None,
-           log_path: Path | None = None) -> Iterator[str]:
-    """A ``gpucost serve`` subprocess on loopback; yields its base URL once ``/readyz`` is 200."""
+           log_path: Path | None = None, cwd: Path = REPO) -> Iterator[str]:
+    """A ``gpucost serve`` subprocess on loopback; yields its base URL once ``/readyz`` is 200.
+    ``cwd``: the checkout whose code serves (``bench/ab_quotes.py`` serves an earlier revision)."""
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="gpucost-load-"))
     env = {
@@ -69,7 +70,7 @@ def server(env_extra: dict[str, str] | None = None, args: list[str] | None = Non
     log = open(log_path or tmp / "server.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", HOST, "--port", str(port), *(args or [])],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://{HOST}:{port}"
     try:
