@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from optimizer import spot_risk as sr
 from optimizer.quotas import AWS_P_ON_DEMAND, QuotaLimit
 from service.api.app import create_app
 from service.cli import app
@@ -128,6 +129,24 @@ def test_headline_spot_quote_shows_risk_per_spot_option(client: TestClient) -> N
     assert all(o["spot_risk"] is None for o in _cloud(q) if o["pricing"] == "on_demand")
     # No quota data (no credentials, no file): never ok.
     assert {o["quota"] for o in _cloud(q)} == {"unknown"}
+
+
+def test_a_run_of_millions_of_hours_on_spot_is_answered_with_its_risk_bounded(client: TestClient) -> None:
+    """The largest amount of training a request may ask for (1e14 tokens: millions of hours on a T4)
+    is answered: each spot option's simulation follows its runs through a bounded number of reclaims
+    and says how the rest was finished (it once turned once per reclaim: 10.8 s for this request)."""
+    body = {"workload": {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 1e14},
+            "constraints": {"allow_spot": True, "gpus": ["T4"], "providers": ["aws", "gcp"], "include_local": False}}
+    r = client.post("/v1/quote", json=body)
+    assert r.status_code == 200, r.text
+    spot = [o for o in _cloud(r.json()) if o["pricing"] == "spot"]
+    assert spot
+    for o in spot:
+        risk = o["spot_risk"]
+        assert risk["method"].endswith(f"after {sr.MAX_SIMULATED_RECLAIMS} reclaims finished at the expected rate")
+        # The simulated mean agrees with the expected hours the option is priced at.
+        assert risk["expected_hours"] == pytest.approx(o["hours"], rel=0.02) and o["hours"] > 1e5
+        assert risk["expected_reclaims"] > sr.MAX_SIMULATED_RECLAIMS
 
 
 def test_a_risky_bucket_at_no_discount_loses_to_on_demand(client: TestClient) -> None:

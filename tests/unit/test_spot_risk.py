@@ -69,6 +69,37 @@ def test_closed_form_matches_the_simulated_mean() -> None:
     assert sim["p_meets_deadline"] is None and sim["fallback"] is None
 
 
+def test_a_run_of_millions_of_hours_follows_a_bounded_number_of_reclaims() -> None:
+    """A request may ask for 1e14 tokens: runs that long would make the lockstep loop turn once per
+    reclaim, millions of times. After ``MAX_SIMULATED_RECLAIMS`` the runs still on spot finish at the
+    expected rate, the draws stop there, and the summary says so."""
+    job = _job(train=2e6, ckpt_gb=112.0, nodes=4)
+    assert job.job_rate * job.train_hours > 10 * sr.MAX_SIMULATED_RECLAIMS  # far past the bound
+    steps: list[int] = []
+    rng = np.random.default_rng(3)
+
+    def draw(live: np.ndarray, step: int) -> np.ndarray:
+        steps.append(step)
+        return rng.standard_exponential(live.size)
+
+    runs = sr._trials(job, None, False, 400, draw)
+    assert len(steps) == sr.MAX_SIMULATED_RECLAIMS and runs.finished_expected == 400
+    closed = job.setup_hours + sr.expected_train_wall_hours(job)
+    assert float(runs.hours.mean()) == pytest.approx(closed, rel=0.01)
+    assert runs.hours.min() >= job.setup_hours + job.train_hours
+    assert float(runs.reclaims.mean()) == pytest.approx(job.job_rate * sr.expected_train_wall_hours(job), rel=0.02)
+    s = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=None, deadline_hours=None, seed=2)
+    assert "finished at the expected rate" in s["method"] and s["expected_hours"] == pytest.approx(closed, rel=0.01)
+    # Under the can't-be-late policy they go on demand from their last reclaim instead.
+    guarded = sr._trials(job, 3e6, True, 400, lambda live, _step: rng.standard_exponential(live.size))
+    assert guarded.finished_expected > 0 and bool(guarded.fell_back.all())
+    assert float(guarded.hours.max()) <= 3e6
+    # A job of ordinary length never reaches the bound: every run is simulated to its end.
+    short = sr.spot_risk_summary(_job(train=20.0, ckpt_gb=112.0, nodes=4), spot_hourly_usd=3.0,
+                                 on_demand_hourly_usd=None, deadline_hours=None, seed=2)
+    assert short["method"] == f"seeded simulation, {sr.SIMULATION_TRIALS} runs"
+
+
 def test_simulation_is_seeded() -> None:
     job = _job(train=20.0, ckpt_gb=112.0, nodes=4)
     a = sr.spot_risk_summary(job, spot_hourly_usd=3.0, on_demand_hourly_usd=9.0, deadline_hours=30, seed=11)
