@@ -36,20 +36,27 @@ _FILE_RE = re.compile(r"^autodl-(\d{4})-(\d{2})\.csv$")
 _RANGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[-–~]\s*(\d+(?:\.\d+)?)\s*$")
 
 
+# No GPU rents for a million an hour in any currency: a larger cell is a typo or hostile, and "inf"
+# (which ``float`` reads) or 1e308 times a listing's cards would price offers at infinity.
+MAX_PRICE_PER_GPU_HOUR = 1e6
+
+
 def parse_price(text: str) -> tuple[float, bool]:
     """A price cell as (value, was_range): "2.18" -> (2.18, False); "2.5-3.5" -> (3.0, True)."""
     m = _RANGE_RE.match(text)
     if m:
         low, high = float(m.group(1)), float(m.group(2))
-        if low <= 0 or high < low:
+        if low <= 0 or high < low or high > MAX_PRICE_PER_GPU_HOUR:
             raise InvalidInput("price_per_gpu_hour", f"bad range {text!r}")
         return (low + high) / 2, True
     try:
         value = float(text)
     except ValueError as exc:
         raise InvalidInput("price_per_gpu_hour", f"not a price: {text!r}") from exc
-    if value <= 0:
+    if not value > 0:  # also NaN
         raise InvalidInput("price_per_gpu_hour", f"price must be > 0: {text!r}")
+    if not value <= MAX_PRICE_PER_GPU_HOUR:
+        raise InvalidInput("price_per_gpu_hour", f"price must be at most {MAX_PRICE_PER_GPU_HOUR:.0e}: {text!r}")
     return value, False
 
 

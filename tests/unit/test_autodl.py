@@ -22,7 +22,7 @@ def test_parse_price(text: str, value: float, ranged: bool) -> None:
     assert parse_price(text) == (pytest.approx(value), ranged)
 
 
-@pytest.mark.parametrize("bad", ["", "abc", "3-2", "0", "-1"])
+@pytest.mark.parametrize("bad", ["", "abc", "3-2", "0", "-1", "inf", "nan", "1e308", "2-9999999"])
 def test_parse_price_rejects_garbage(bad: str) -> None:
     with pytest.raises(InvalidInput):
         parse_price(bad)
