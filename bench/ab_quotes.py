@@ -42,7 +42,7 @@ RESTRICTED = {"gpus": ["A100"], "max_gpus": 8, "providers": ["aws", "gcp"], "all
 
 def body(kind: str, i: int, salt: int) -> dict[str, Any]:
     """Question ``i`` of ``kind``: new to both servers (``salt`` keeps runs apart)."""
-    w: dict[str, Any] = {**WORKLOAD, "tokens": WORKLOAD["tokens"] + 1_000 * i + salt * 10_000_000}
+    w: dict[str, Any] = {**WORKLOAD, "tokens": WORKLOAD["tokens"] + 1_000 * i + salt * 100_000}
     if kind == "model":
         w["model"] = {"params_b": round(0.3 + 0.00007 * i, 5), "name": f"ab-{salt}-{i}"}
     out: dict[str, Any] = {"workload": w, "top": 5}
@@ -96,7 +96,7 @@ def main() -> None:
                     import_catalog(code, db_url, args.skypilot_catalog.resolve())
                 bases[name] = stack.enter_context(server({"GPUCOST_DB_URL": db_url}, cwd=code))
             conns = {n: http.client.HTTPConnection(HOST, int(b.rsplit(":", 1)[1]), timeout=120) for n, b in bases.items()}
-            salt = int(time.time()) % 100_000
+            salt = int(time.time()) % 1_000  # up to 1e8 more tokens: a job of ordinary length
             load = os.getloadavg()[0]
             print(f"working tree vs {rev}, interleaved distinct quotes over HTTP, 2-core machine, load {load:.2f}")
             print(f"| kind | n | {rev} p25 / p50 / mean | working tree p25 / p50 / mean | p50 ratio |")
