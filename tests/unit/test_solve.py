@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pulp
 import pytest
@@ -64,3 +65,68 @@ def test_infeasible_is_an_answer_not_an_error() -> None:
     result = solve(prob, time_limit_s=5)
     assert result.status == "Infeasible"
     assert result.objective is None and result.values == {}
+
+
+def _models() -> list[pulp.LpProblem]:
+    """Knapsacks (maximise, binary) and a mixed model: integer and continuous columns, free and
+    bounded ones, =, <= and >= rows, a zero coefficient, a column only in the objective."""
+    out = [_knapsack(seed)[0] for seed in range(3)]
+    m = pulp.LpProblem("mixed", pulp.LpMinimize)
+    a = pulp.LpVariable("a", lowBound=0, upBound=10, cat="Integer")
+    b = pulp.LpVariable("b", lowBound=None)  # free
+    c = pulp.LpVariable("c", lowBound=-3, upBound=7.5)
+    d = pulp.LpVariable("d", cat="Binary")
+    m += 3 * a - 2 * b + 0.5 * c + 7 * d
+    m += a + b == 4, "balance"
+    m += pulp.LpAffineExpression([(a, 2), (c, 0), (d, -1)]) <= 9, "with_zero"
+    m += b - c >= -20, "floor"
+    out.append(m)
+    return out
+
+
+def _highs_lp(problem: pulp.LpProblem, solver: Any) -> dict[str, Any]:
+    import highspy
+
+    from optimizer.ilp.solve import _swallow_highs_banner
+
+    _swallow_highs_banner()
+    problem.solverModel = highspy.Highs()
+    problem.solverModel.setOptionValue("output_flag", False)
+    solver.buildSolverModel(problem)
+    lp = problem.solverModel.getLp()
+    dense = [[0.0] * lp.num_col_ for _ in range(lp.num_row_)]
+    m = lp.a_matrix_
+    rowwise = m.format_ == highspy.MatrixFormat.kRowwise
+    for outer in range(len(m.start_) - 1):
+        for k in range(m.start_[outer], m.start_[outer + 1]):
+            r, col = (outer, m.index_[k]) if rowwise else (m.index_[k], outer)
+            dense[r][col] = m.value_[k]
+    return {
+        "cols": lp.num_col_, "rows": lp.num_row_, "cost": list(lp.col_cost_), "col_lower": list(lp.col_lower_),
+        "col_upper": list(lp.col_upper_), "row_lower": list(lp.row_lower_), "row_upper": list(lp.row_upper_),
+        "integrality": [int(t) for t in lp.integrality_] or [0] * lp.num_col_, "matrix": dense,
+        "var_index": [v.index for v in problem.variables()],
+        "row_index": [c.index for c in problem.constraints.values()],
+    }
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_the_bulk_model_is_the_one_pulp_builds_call_by_call(i: int) -> None:
+    """``solve`` hands HiGHS the model in a few array calls; it is PuLP's own model, column for
+    column and row for row."""
+    from optimizer.ilp.solve import _BulkHiGHS
+
+    if "HiGHS" not in pulp.listSolvers(onlyAvailable=True):
+        pytest.skip("highspy not installed")
+    pulp_built = _highs_lp(_models()[i], pulp.HiGHS(msg=False))
+    bulk_built = _highs_lp(_models()[i], _BulkHiGHS(msg=False))
+    assert bulk_built == pulp_built
+    assert bulk_built["rows"] > 0 and any(bulk_built["integrality"])
+
+
+def test_the_mixed_model_solves_to_its_optimum() -> None:
+    m = _models()[3]
+    r = solve(m, time_limit_s=10)
+    # b = 4 - a; cost 3a - 2(4 - a) + 0.5c + 7d = 5a - 8 + 0.5c + 7d; a = 0, c = -3, d = 0.
+    assert r.status == OPTIMAL and r.objective == pytest.approx(-9.5)
+    assert r.integer("a") == 0 and r.values["c"] == pytest.approx(-3.0)
