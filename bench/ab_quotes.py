@@ -33,7 +33,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from load import HOST, server  # noqa: E402 - the bench folder's own server helper
+from load import HOST, server  # the bench folder's own server helper
 
 WORKLOAD = {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 20_000_000, "seq_len": 512}
 RESTRICTED = {"gpus": ["A100"], "max_gpus": 8, "providers": ["aws", "gcp"], "allow_spot": False,

@@ -56,13 +56,19 @@ def _plan_of(cls: type[BaseModel]) -> _Plan | None:
     return tuple(plan)
 
 
-def constructed(cls: type[M], **values: Any) -> M:
-    """``cls.model_construct(**values)``: trusted, already typed values, defaults filled in."""
+def _plan(cls: type[BaseModel]) -> _Plan | None:
+    """``_plan_of(cls)``, worked out once per class."""
     try:
-        plan = _PLANS[cls]
+        return _PLANS[cls]
     except KeyError:
         with _LOCK:
             plan = _PLANS[cls] = _plan_of(cls)
+        return plan
+
+
+def constructed(cls: type[M], **values: Any) -> M:
+    """``cls.model_construct(**values)``: trusted, already typed values, defaults filled in."""
+    plan = _plan(cls)
     if plan is None:
         return cls.model_construct(**values)
     fields: dict[str, Any] = {}
@@ -87,12 +93,7 @@ def replaced(m: M, **update: Any) -> M:
     """``m.model_copy(update=update)`` for the models ``constructed`` builds: a shallow copy with
     ``update``'s values, which count as set. Any other model goes to ``model_copy`` itself."""
     cls = type(m)
-    try:
-        plan = _PLANS[cls]
-    except KeyError:
-        with _LOCK:
-            plan = _PLANS[cls] = _plan_of(cls)
-    if plan is None:
+    if _plan(cls) is None:
         return m.model_copy(update=update)
     copied = cls.__new__(cls)
     object.__setattr__(copied, "__dict__", {**m.__dict__, **update})

@@ -105,7 +105,7 @@ class _BulkHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined]
     integrality and rows, in the same order (``tests/unit/test_solve.py`` holds the two to the same
     HiGHS model)."""
 
-    def buildSolverModel(self, lp: pulp.LpProblem) -> None:  # noqa: N802 (PuLP's name)
+    def buildSolverModel(self, lp: pulp.LpProblem) -> None:  # PuLP's name
         import highspy
         import numpy as np
 

@@ -18,7 +18,12 @@ from optimizer.quotas import QuotaLimit
 from pricing.store import runs
 from pricing.store.calibration_peek import calibration_from_file
 from pricing.store.measurement_peek import read_sqlite as measurements_from_file
-from pricing.store.measurements import add_measurement, list_measurements, measurements_version, remove_measurement
+from pricing.store.measurements import (
+    add_measurement,
+    list_measurements,
+    measurements_version,
+    remove_measurement,
+)
 from pricing.store.quotas import list_quotas, replace_quotas
 from pricing.store.quotas import read_sqlite as quotas_from_file
 from pricing.store.repository import open_store
