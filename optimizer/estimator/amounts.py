@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from optimizer.estimator.host import HostDetail, dataset_gb, host_needs
-from optimizer.estimator.throughput import run_hours, run_tokens, train_flops
+from optimizer.estimator.throughput import run_hours, run_tokens
 from optimizer.estimator.workload import AMOUNT_FIELDS, Workload
 
 if TYPE_CHECKING:
@@ -71,7 +71,8 @@ def figures(b: AmountBasis) -> AmountFigures:
         hours=hours,
         hour_parts=dict(parts),
         host=host,
-        train_flops=float(f"{train_flops(b.shape, w):.6e}"),
+        # ``train_flops`` from the per-token figure the throughput already holds.
+        train_flops=float(f"{b.tp.model_flops_per_token * run_tokens(b.shape, w):.6e}"),
     )
 
 

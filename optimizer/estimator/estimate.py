@@ -7,6 +7,7 @@ so results are memoized on ``Workload.cache_key()``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from optimizer.estimator.ranges import (
 )
 from optimizer.estimator.shapes import ModelShape, resolve_model
 from optimizer.estimator.support import check_supported
-from optimizer.estimator.throughput import Throughput, throughput
+from optimizer.estimator.throughput import _STEP_TERMS, Throughput, throughput
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate, MemoryBreakdown, Recipe
 
@@ -66,21 +67,54 @@ def _public(shape: ModelShape) -> dict[str, object]:
     return shape.public()
 
 
-# One memory model's breakdown, by the memory model object: ``_memory`` hands every card with the
-# same attention kernel the same ``MemoryParts``, so their estimates share one breakdown. The key
-# is the object's id, and the entry holds the object, so an id reused after it is freed never hits.
-_BREAKDOWNS: dict[int, tuple[MemoryParts, MemoryBreakdown]] = {}
-_BREAKDOWNS_MAX = 8192
+# What an estimate reads of one memory model whatever the card: its breakdown, the peak and what
+# surely exists in GB, the range around the peak, and the parts and phases its details show.
+# ``_memory`` hands every card with the same attention kernel the same ``MemoryParts`` (made for one
+# workload without its amount), so a quote's estimates on dozens of card types compute these once.
+# Keyed by the object's id; the entry holds the object, so an id reused after it is freed never hits.
+@dataclass(frozen=True, slots=True)
+class _MemoryView:
+    mem: MemoryParts
+    breakdown: MemoryBreakdown
+    total_gb: float
+    width: float  # ``ranges.memory_width``
+    range: list[float]  # never mutated: estimates share it
+    parts_gb: dict[str, float]  # never mutated: estimates share it
+    phases_gb: dict[str, float]  # never mutated: estimates share it
 
 
-def _memory_gb(mem: MemoryParts) -> MemoryBreakdown:
-    hit = _BREAKDOWNS.get(id(mem))
-    if hit is not None and hit[0] is mem:
-        return hit[1]
-    if len(_BREAKDOWNS) >= _BREAKDOWNS_MAX:
-        _BREAKDOWNS.clear()
-    bd = _BREAKDOWNS[id(mem)] = (mem, _breakdown(mem))
-    return bd[1]
+_VIEWS: dict[int, _MemoryView] = {}
+_VIEWS_MAX = 8192
+
+
+def _memory_view(shape: ModelShape, w: Workload, mem: MemoryParts) -> _MemoryView:
+    hit = _VIEWS.get(id(mem))
+    if hit is not None and hit.mem is mem:
+        return hit
+    if len(_VIEWS) >= _VIEWS_MAX:
+        _VIEWS.clear()
+    total_gb = mem.total / GB
+    width = memory_width(shape, w, mem.logits_bytes / mem.total if mem.total else 0.0)
+    states_gb = (mem.weights + mem.gradients + mem.optimizer) / GB
+    view = _VIEWS[id(mem)] = _MemoryView(
+        mem=mem,
+        breakdown=_breakdown(mem),
+        total_gb=total_gb,
+        width=width,
+        range=span(total_gb, width, floor=states_gb),
+        parts_gb={
+            "logits": mem.logits / GB,
+            "temporary": mem.temporary / GB,
+            "saved_activations": mem.activations / GB,
+            "cuda_context": mem.context / GB,
+            "fragmentation": mem.fragmentation / GB,
+            "allocated_peak": mem.allocated_peak / GB,
+            "offloaded_to_host": mem.host_offload / GB,
+        },
+        # Allocated bytes (GB) at each phase's peak; the estimate's peak is the largest.
+        phases_gb={name: b / GB for name, b in mem.phases},
+    )
+    return view
 
 
 def _breakdown(mem: MemoryParts) -> MemoryBreakdown:
@@ -141,13 +175,14 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
     fig = amount_figures(basis)
     hours, hour_parts, host = fig.hours, fig.hour_parts, fig.host
     usable = usable_vram_gb(gpu)
-    total_gb = mem.total / GB
+    # The memory model's figures are the same on every card sharing it (``_memory_view``).
+    view = _memory_view(shape, w, mem)
+    total_gb = view.total_gb
     fits = total_gb <= usable
     emulated = w.precision in ("bf16", "bf16-true") and not gpu.supports_bf16
-    mem_w = memory_width(shape, w, mem.logits_bytes / mem.total if mem.total else 0.0)
+    mem_w = view.width
     tput_w = throughput_width(shape, w, gpu_count, emulated, unknown_arch=gpu.generation == "other")
-    states_gb = (mem.weights + mem.gradients + mem.optimizer) / GB
-    mem_range = span(total_gb, mem_w, floor=states_gb)
+    mem_range = view.range
     tps_range = span(tp.tokens_per_second, tput_w)
 
     notes: list[str] = []
@@ -173,7 +208,7 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         Estimate,
         params=shape.params,
         trainable_params=mem.trainable_params,
-        memory_gb=_memory_gb(mem),
+        memory_gb=view.breakdown,
         gpu=gpu.name,
         gpu_count=gpu_count,
         gpu_vram_gb=gpu.vram_gb,
@@ -198,17 +233,8 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
             "usable_vram_gb": usable,
             "physical_vram_gb": gpu.vram_gb * GIB_PER_GB,
             "stack": w.stack,
-            "memory_parts_gb": {
-                "logits": mem.logits / GB,
-                "temporary": mem.temporary / GB,
-                "saved_activations": mem.activations / GB,
-                "cuda_context": mem.context / GB,
-                "fragmentation": mem.fragmentation / GB,
-                "allocated_peak": mem.allocated_peak / GB,
-                "offloaded_to_host": mem.host_offload / GB,
-            },
-            # Allocated bytes (GB) at each phase's peak; the estimate's peak is the largest.
-            "memory_phases_gb": {name: b / GB for name, b in mem.phases},
+            "memory_parts_gb": view.parts_gb,
+            "memory_phases_gb": view.phases_gb,
             "peak_phase": mem.peak_phase,
             "zero_stage": mem.stage,
             "range_widths": {"memory": mem_w, "throughput": tput_w},
@@ -451,8 +477,9 @@ def clear_cache() -> None:
     _PEAK.clear()
     _PARTS.clear()
     _SPEED.clear()
-    _BREAKDOWNS.clear()
+    _VIEWS.clear()
     _TRIALS.clear()
+    _STEP_TERMS.clear()
     for forget in _ON_CLEAR:
         forget()
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from optimizer.estimator import calibration as cal
 from optimizer.estimator import vision
 from optimizer.estimator.gpus import GpuSpec
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.memory import ZERO_STAGE, MemoryParts, layer_bytes_per_token
 from optimizer.estimator.precision import resolve_precision, with_precision
 from optimizer.estimator.shapes import ModelShape
@@ -327,13 +328,44 @@ def _activation_traffic_bytes(shape: ModelShape, w: Workload, mem: MemoryParts) 
     return traffic
 
 
+@dataclass(frozen=True, slots=True)
+class StepTerms:
+    """What a workload's micro-step costs whatever the card: FLOPs per token, tokens per sample and
+    the host's kernel launch time."""
+
+    model_flops_per_token: float
+    hardware_flops_per_token: float
+    tokens_per_sample: int
+    dispatch_seconds: float
+
+
+def _step_terms(shape: ModelShape, w: Workload) -> StepTerms:
+    model, hardware = training_flops_per_token(shape, w)
+    return StepTerms(model, hardware, tokens_per_sample(shape, w), dispatch_seconds(shape, w))
+
+
+# A quote asks ``throughput`` of one workload on ~130 (card, count) pairs: its card-independent
+# terms are kept per workload without its amount (bounded like the estimator's speed memo, and
+# forgotten with it: ``estimate.clear_cache``).
+_STEP_TERMS: LruMemo[str, StepTerms] = LruMemo(4096)
+
+
+def step_terms(shape: ModelShape, w: Workload) -> StepTerms:
+    """``w``'s card-independent step terms (``shape``: ``w``'s model), kept per ``w.rate_key()``."""
+    return _STEP_TERMS.get_or_compute(w.rate_key(), lambda: _step_terms(shape, w))
+
+
 def throughput(
     shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts
 ) -> Throughput:
-    w = with_precision(w, gpu)  # "auto" -> the card's mixed precision
-    model_fpt, hw_fpt = training_flops_per_token(shape, w)
+    concrete = with_precision(w, gpu)  # "auto" -> the card's mixed precision
+    # A workload of a concrete precision has its terms kept (see ``step_terms``); a precision
+    # resolved here is a new workload whose digest would cost more than the terms.
+    terms = step_terms(shape, w) if concrete is w else _step_terms(shape, concrete)
+    w = concrete
+    model_fpt, hw_fpt = terms.model_flops_per_token, terms.hardware_flops_per_token
     peak = effective_peak_tflops(gpu, w.precision, convolutions=shape.arch == "cnn")
-    per_sample = tokens_per_sample(shape, w)
+    per_sample = terms.tokens_per_sample
     tokens = w.micro_batch_size * per_sample
     eff = matmul_efficiency(gpu, shape, w.precision)
     compute_s = tokens * hw_fpt * conv_work_share(shape, w, gpu) / (peak * 1e12 * eff)
@@ -358,7 +390,7 @@ def throughput(
     memory_s = traffic / (gpu.mem_bw_gbs * 1e9 * cal.MEMORY_BW_EFFICIENCY.value)
     gpu_s = compute_s + memory_s
 
-    dispatch_s = dispatch_seconds(shape, w)
+    dispatch_s = terms.dispatch_seconds
     # Launches overlap GPU work (a floor), but part of the host time is exposed every step.
     local_s = max(gpu_s, dispatch_s) + cal.DISPATCH_ADDITIVE_SHARE.value * min(gpu_s, dispatch_s)
     step_overhead = cal.STEP_OVERHEAD_S.value * stack_profile(w.stack).dispatch_share / w.accumulation_steps

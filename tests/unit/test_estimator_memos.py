@@ -1,5 +1,5 @@
 """The estimator's memory, speed and recipe-search memos (``estimate._memory``, ``estimate._speed``,
-``estimate._TRIALS``): one card's memory parts serve every card with the same attention kernel,
+``estimate._TRIALS``, ``estimate._memory_view``, ``throughput.step_terms``): one card's memory parts serve every card with the same attention kernel,
 which holds only if the memory model reads the card through its kernel alone, every part of it
 (not just the total); one card's recipe search serves every card with the same kernel and usable
 memory; an estimate made with the memos is the one made without them."""
@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 
 from optimizer.estimator import estimate as est_mod
+from optimizer.estimator import throughput as tp_mod
 from optimizer.estimator.estimate import clear_cache, estimate
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.memo import LruMemo
@@ -57,10 +58,31 @@ def test_an_estimate_made_with_the_memos_is_the_one_made_without(gpu: str, monke
         estimate(w, card, 2)
     with_memos = estimate(w, gpu, 2).model_dump()
     assert len(est_mod._PARTS) > 0 and len(est_mod._SPEED) > 0
+    assert len(est_mod._VIEWS) > 0 and len(tp_mod._STEP_TERMS) > 0
     clear_cache()
     monkeypatch.setattr(est_mod, "_memory", lambda shape, cw, g, n, s: memory_parts(shape, cw, g, n, s))
     monkeypatch.setattr(est_mod, "_speed", lambda shape, cw, g, n, s, mem: est_mod.throughput(shape, cw, g, n, s, mem))
+    monkeypatch.setattr(tp_mod, "_STEP_TERMS", _NeverKept(1))
+    made = est_mod._memory_view
+
+    def fresh_view(shape, cw, mem):  # type: ignore[no-untyped-def]
+        est_mod._VIEWS.clear()
+        return made(shape, cw, mem)
+
+    monkeypatch.setattr(est_mod, "_memory_view", fresh_view)
     assert estimate(w, gpu, 2).model_dump() == with_memos
+
+
+def test_an_estimates_flops_are_its_workloads_whatever_the_card() -> None:
+    """``train_flops`` is taken from the throughput's per-token figure (kept per workload,
+    ``throughput.step_terms``): it must be the run's FLOPs as ``throughput.train_flops`` counts them,
+    for each of several workloads estimated one after the other (nothing of one kept for another)."""
+    clear_cache()
+    for w in WORKLOADS:
+        want = float(f"{tp_mod.train_flops(resolve_model(w.model), w):.6e}")
+        for card in CARDS:
+            for n in (1, 4):
+                assert estimate(w, card, n).train_flops == want, (w.model, card, n)
 
 
 class _NeverKept(LruMemo):  # type: ignore[type-arg]

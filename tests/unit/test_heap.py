@@ -15,9 +15,11 @@ from service.api import heap
 def keeper(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(heap, "_installed", False)
     monkeypatch.setattr(heap, "_due", False)
+    threshold = gc.get_threshold()
     while heap._observe in gc.callbacks:  # whatever this process installed before
         gc.callbacks.remove(heap._observe)
     yield
+    gc.set_threshold(*threshold)
     while heap._observe in gc.callbacks:
         gc.callbacks.remove(heap._observe)
     gc.unfreeze()
@@ -64,3 +66,14 @@ def test_frozen_objects_go_back_to_the_collector_each_thaw_period(keeper: None, 
 def test_without_the_keeper_nothing_is_ever_due(keeper: None) -> None:
     gc.collect()
     assert heap.settle_if_due() is False
+
+
+def test_a_served_process_collects_its_young_objects_less_often(keeper: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    gc.set_threshold(700, 10, 10)  # CPython's defaults
+    heap.keep_long_lived()
+    assert gc.get_threshold() == (heap.YOUNG_THRESHOLD, 10, 10)
+    # A higher threshold the process already had is kept.
+    monkeypatch.setattr(heap, "_installed", False)
+    gc.set_threshold(50_000, 10, 10)
+    heap.keep_long_lived()
+    assert gc.get_threshold() == (50_000, 10, 10)
