@@ -63,7 +63,9 @@ def test_a_refused_request_is_labelled_by_its_route(tmp_path: Path) -> None:
 
 def test_a_served_process_freezes_its_long_lived_heap(tmp_path: Path) -> None:
     """``gpucost serve`` watches full collections: once the prices and memos make them slow, the
-    surviving heap is frozen (``gpucost_heap_frozen_objects``), so none stalls the server again."""
+    surviving heap is frozen (``gpucost_heap_frozen_objects``), so none stalls the server again.
+    A served process collects young objects every ``heap.YOUNG_THRESHOLD`` allocations, so full
+    collections come after some millions of allocations: quotes for new models make them."""
     import json
     import urllib.request
 
@@ -71,8 +73,9 @@ def test_a_served_process_freezes_its_long_lived_heap(tmp_path: Path) -> None:
 
     with running_server(f"sqlite:///{tmp_path / 'p.sqlite'}", tmp_path / "serve.log") as base:
         frozen = 0.0
-        for i in range(40):
-            body = json.dumps({"workload": {"model": "gpt2", "tokens": 1e8 + 1_000 * i}}).encode()
+        for i in range(120):
+            model = {"params_b": round(0.3 + 0.001 * i, 3), "name": f"heap-{i}"}
+            body = json.dumps({"workload": {"model": model, "method": "lora", "tokens": 1e8}}).encode()
             req = urllib.request.Request(f"{base}/v1/quote", data=body, headers={"content-type": "application/json"})
             with urllib.request.urlopen(req, timeout=60) as resp:
                 assert resp.status == 200
