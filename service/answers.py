@@ -8,6 +8,7 @@ response cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -135,18 +136,28 @@ def _quota_book(prices: Prices) -> QuotaBook:
     return quota_book_for(prices, get_settings().quotas)
 
 
+def _reading(prices: object) -> AbstractContextManager[None]:
+    """The answer's reads on one connection (``PriceStore.reading``) where the source has one."""
+    reading = getattr(prices, "reading", None)
+    return reading() if callable(reading) else nullcontext()
+
+
 def quote_answer(req: QuoteRequest, prices: Prices) -> Quote:
-    got = _inputs(req.constraints, prices)
-    store, view = got.store, got.view
-    # Without local builds asked for, their store read is skipped (a query per request).
-    builds = store.local_builds() if got.constraints.include_local else []
+    # Read everything first, on one connection, and compute once it is given back.
+    with _reading(prices):
+        got = _inputs(req.constraints, prices)
+        store, view = got.store, got.view
+        # Without local builds asked for, their store read is skipped (a query per request).
+        builds = store.local_builds() if got.constraints.include_local else []
+        estimator = _estimator(prices)
+        calibration = quote_calibration(req, prices)
+        book = _quota_book(prices)
     q = quote(
         req.workload, got.constraints, view.offers, builds,
         runs=req.runs, top=req.top, prices_as_of=store.prices_as_of(), snapshot_id=got.snapshot_id,
         price_reference=view.catalog, stale_after_days=_stale_after_days(store),
-        estimator=_estimator(prices), time_limit_s=solve_budget_s(DEFAULT_TIME_LIMIT_S, 1),
-        calibration=quote_calibration(req, prices),
-        quota_book=_quota_book(prices),
+        estimator=estimator, time_limit_s=solve_budget_s(DEFAULT_TIME_LIMIT_S, 1),
+        calibration=calibration, quota_book=book,
     )
     # Every offer stays accounted for: what the view set aside is listed with its reason.
     q.rejected = merge_rejected(q.rejected, view.left_out)
@@ -173,14 +184,17 @@ def frontier_answer(req: QuoteRequest, prices: Prices) -> FrontierResult:
 def breakeven_answer(req: BreakevenRequest, prices: Prices) -> BreakevenResult:
     from optimizer.breakeven import breakeven
 
-    store = prices.current()
-    builds = [store.local_build(req.buy.build)] if req.buy.build else store.local_builds()
+    with _reading(prices):
+        store = prices.current()
+        builds = [store.local_build(req.buy.build)] if req.buy.build else store.local_builds()
+        offers = store.all_offers()
+        estimator = _estimator(prices)
     return breakeven(
-        req.workload, req.rent, req.buy, store.all_offers(), builds,
+        req.workload, req.rent, req.buy, offers, builds,
         runs_per_month=req.runs_per_month, horizon_months=req.horizon_months,
         electricity_usd_per_kwh=resolve_usd_per_kwh(req.electricity_usd_per_kwh, req.electricity_region),
         prices_as_of=store.prices_as_of(), snapshot_id=store.snapshot_id(),
-        estimator=_estimator(prices),
+        estimator=estimator,
     )
 
 

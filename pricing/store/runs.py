@@ -24,6 +24,7 @@ from optimizer.errors import InvalidInput, StoreError
 from optimizer.reconcile import run_bill
 from optimizer.runs import BillLine, CalibrationFactor, PlannedRun
 from pricing.store.calibration_peek import CALIBRATION_SQL, factors_from
+from pricing.store.repository import in_reading
 from pricing.store.schema import (
     BillCalibrationRow,
     BillImportRow,
@@ -60,6 +61,10 @@ def _engine(store: Any) -> Engine:
 
 @contextmanager
 def _read(store: Any) -> Iterator[Connection]:
+    if in_reading(store):  # an answer's reads share the store's connection
+        with store._read() as conn:
+            yield conn
+        return
     try:
         with _engine(store).connect() as conn:
             yield conn
@@ -69,6 +74,8 @@ def _read(store: Any) -> Iterator[Connection]:
 
 @contextmanager
 def _write(store: Any) -> Iterator[Connection]:
+    if in_reading(store):
+        raise RuntimeError("a price store write inside PriceStore.reading()")
     try:
         with _engine(store).connect().execution_options(gpucost_write=True) as conn, conn.begin():
             yield conn

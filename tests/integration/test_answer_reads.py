@@ -1,7 +1,8 @@
 """The reads every answer makes (measurements, quotas, learnt calibration, the versions the answer
 cache keys on) are plain SQL shared with the sqlite3 quick path: on SQLite and on PostgreSQL they
 give back what the store's own writers stored, values decoded from JSON where the column holds it,
-and the SQLite file read with sqlite3 alone gives the same."""
+and the SQLite file read with sqlite3 alone gives the same. A quote makes them in one transaction
+(``PriceStore.reading``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import event, insert
 from sqlalchemy.engine import make_url
 
+from optimizer.errors import StoreError
 from optimizer.measurement import Measurement, checked
 from optimizer.quotas import QuotaLimit
 from pricing.store import runs
@@ -27,6 +29,9 @@ from pricing.store.measurements import (
 from pricing.store.quotas import list_quotas, replace_quotas
 from pricing.store.quotas import read_sqlite as quotas_from_file
 from pricing.store.repository import open_store
+from service.answers import quote_answer
+from service.bills import quote_calibration
+from service.schemas import QuoteRequest
 from tests.integration._pricestore import BACKENDS, backend_url
 
 RECORD_FILE = Path(__file__).resolve().parents[1] / "data" / "probe" / "rtx4090_bert_base.json"
@@ -68,5 +73,69 @@ def test_the_answer_reads_give_back_what_was_stored(request: pytest.FixtureReque
 
             assert remove_measurement(store, stored.id or "")
             assert list_measurements(store) == [] and measurements_version(store) not in ("0", first)
+        finally:
+            store.engine.dispose()
+
+
+def _begins(store: object) -> list[str]:
+    """Every transaction the store's engine begins from now on (reads and writes)."""
+    seen: list[str] = []
+    event.listen(store.engine, "begin", lambda conn: seen.append("begin"))  # type: ignore[attr-defined]
+    return seen
+
+
+QUOTE = {"workload": {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 2e7, "seq_len": 512},
+         "constraints": {"gpus": ["A100"], "max_gpus": 8, "providers": ["aws", "gcp"], "include_local": False}}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_quotes_reads_share_one_transaction(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    """``quote_answer`` reads which snapshots are current, the measurements, calibration and
+    quotas inside ``PriceStore.reading``: one transaction for all of them, and the same answer."""
+    with backend_url(request, tmp_path, backend) as url:
+        store = open_store(url)
+        try:
+            req = QuoteRequest.model_validate(QUOTE)
+            first = quote_answer(req, store)  # seeds the store and prepares the offers
+            begins = _begins(store)
+            again = quote_answer(req, store)
+            assert begins == ["begin"]
+            assert again.model_dump(exclude={"solver"}) == first.model_dump(exclude={"solver"})
+            # Outside ``reading`` each of those reads begins its own transaction.
+            begins.clear()
+            quote_calibration(req, store), list_quotas(store), list_measurements(store), store.current()
+            assert len(begins) == 4
+        finally:
+            store.engine.dispose()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_read_inside_reading_leaves_the_others_working(request: pytest.FixtureRequest, tmp_path: Path,
+                                                                backend: str) -> None:
+    """PostgreSQL refuses every statement of a transaction after a failed one: the reads after a
+    failure open their own connections, as they would outside ``reading``."""
+    with backend_url(request, tmp_path, backend) as url:
+        store = open_store(url)
+        try:
+            with store.reading():
+                with pytest.raises(StoreError, match="price store read failed"), store._read() as conn:
+                    conn.exec_driver_sql("SELECT no_such_column FROM no_such_table")
+                assert store.current().snapshot_id()
+                assert list_quotas(store) == []
+        finally:
+            store.engine.dispose()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_write_inside_reading_is_refused(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    with backend_url(request, tmp_path, backend) as url:
+        store = open_store(url)
+        try:
+            limits = [QuotaLimit("aws", "us-east-1", "L-417A185B", 96.0, "AWS Service Quotas", "P instances")]
+            with store.reading(), pytest.raises(RuntimeError, match="inside PriceStore.reading"):
+                replace_quotas(store, "aws", limits, NOW)
+            assert replace_quotas(store, "aws", limits, NOW) == 1  # after it, writes go through
+            with store.reading():
+                assert list_quotas(store) == limits
         finally:
             store.engine.dispose()

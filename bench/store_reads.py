@@ -1,0 +1,92 @@
+"""An answer's reads of the price store, each on its own connection against all on one.
+
+    .venv/bin/python bench/store_reads.py [--runs 2000] [--pg-url postgresql+psycopg://...]
+
+Every quote first reads which snapshots are current, the stored measurements, the calibration
+learnt from bills and the quotas. On a fresh SQLite store seeded with the bundled snapshot (and on
+PostgreSQL when ``--pg-url`` names a database it may fill), times those four reads made one after
+the other as each reader makes them alone (a pool checkout, a BEGIN and a rollback each) and made
+inside ``PriceStore.reading()`` (one of each for all four), the two taken in turn; and four
+``SELECT 1`` the same two ways, for what the statements themselves cost. Prints p50 per way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def compare(label: str, url: str, runs: int) -> None:
+    from pricing.store import runs as run_store
+    from pricing.store.measurements import list_measurements
+    from pricing.store.quotas import list_quotas
+    from pricing.store.repository import open_store
+
+    store = open_store(url)
+    try:
+        store.current()  # seeded
+
+        def answer_reads() -> None:
+            store.current()
+            list_measurements(store)
+            run_store.calibration(store)
+            list_quotas(store)
+
+        def trivial() -> None:
+            for _ in range(4):
+                with store._read() as conn:
+                    conn.exec_driver_sql("SELECT 1").fetchall()
+
+        def inside(fn: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                with store.reading():
+                    fn()
+            return run
+
+        for name, fn in (("the answer's four reads", answer_reads), ("four SELECT 1", trivial)):
+            apart: list[float] = []
+            shared: list[float] = []
+            for i in range(runs):
+                if i % 2:
+                    apart.append(timed(fn))
+                    shared.append(timed(inside(fn)))
+                else:
+                    shared.append(timed(inside(fn)))
+                    apart.append(timed(fn))
+            a, s = statistics.median(apart), statistics.median(shared)
+            print(f"  {label:10} {name:24} each alone {a * 1e6:7.1f} us   in one reading() {s * 1e6:7.1f} us"
+                  f"   (x{s / a:.2f})")
+    finally:
+        store.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=2000)
+    ap.add_argument("--pg-url", help="also on this PostgreSQL database (it is filled with the bundled snapshot)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="gpucost-reads-"))
+    os.environ.update(XDG_DATA_HOME=str(work), AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
+    sys.path.insert(0, str(REPO))
+    print(f"p50 of {args.runs}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}:")
+    compare("SQLite", f"sqlite:///{work / 'g.sqlite'}", args.runs)
+    if args.pg_url:
+        compare("PostgreSQL", args.pg_url, args.runs)
+
+
+if __name__ == "__main__":
+    main()
