@@ -358,11 +358,9 @@ def step_terms(shape: ModelShape, w: Workload) -> StepTerms:
 def throughput(
     shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts
 ) -> Throughput:
-    concrete = with_precision(w, gpu)  # "auto" -> the card's mixed precision
-    # A workload of a concrete precision has its terms kept (see ``step_terms``); a precision
-    # resolved here is a new workload whose digest would cost more than the terms.
-    terms = step_terms(shape, w) if concrete is w else _step_terms(shape, concrete)
-    w = concrete
+    # "auto" -> the card's mixed precision (one shared copy per choice: its terms are kept too).
+    w = with_precision(w, gpu)
+    terms = step_terms(shape, w)
     model_fpt, hw_fpt = terms.model_flops_per_token, terms.hardware_flops_per_token
     peak = effective_peak_tflops(gpu, w.precision, convolutions=shape.arch == "cnn")
     per_sample = terms.tokens_per_sample

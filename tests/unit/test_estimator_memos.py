@@ -1,8 +1,9 @@
 """The estimator's memory, speed and recipe-search memos (``estimate._memory``, ``estimate._speed``,
-``estimate._TRIALS``, ``estimate._memory_view``, ``throughput.step_terms``): one card's memory parts serve every card with the same attention kernel,
-which holds only if the memory model reads the card through its kernel alone, every part of it
-(not just the total); one card's recipe search serves every card with the same kernel and usable
-memory; an estimate made with the memos is the one made without them."""
+``estimate._TRIALS``, ``estimate._memory_view``, ``throughput.step_terms``): one card's memory parts
+serve every card with the same attention kernel, which holds only if the memory model reads the
+card through its kernel alone, every part of it (not just the total); one card's recipe search
+serves every card with the same kernel and usable memory; an estimate made with the memos is the
+one made without them."""
 
 from __future__ import annotations
 
