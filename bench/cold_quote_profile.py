@@ -48,6 +48,24 @@ def body(kind: str) -> dict[str, Any]:
     return {"workload": w, "top": 5}
 
 
+def bench_store(prefix: str, skypilot_catalog: Path | None = None) -> Any:
+    """A fresh SQLite store in a temporary folder, seeded with the bundled snapshot (and
+    ``skypilot_catalog`` imported by ``gpucost prices import``), for quotes in this process."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
+                      AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
+    sys.path.insert(0, str(REPO))
+    from pricing.store.repository import open_store
+
+    if skypilot_catalog is not None:
+        import subprocess
+
+        gpucost = Path(sys.executable).with_name("gpucost")
+        subprocess.run([str(gpucost), "prices", "import", "--format", "skypilot", str(skypilot_catalog), "--json"],
+                       env=os.environ, check=True, stdout=subprocess.DEVNULL)
+    return open_store(os.environ["GPUCOST_DB_URL"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15, help="quotes of each kind timed")
@@ -57,21 +75,10 @@ def main() -> None:
     ap.add_argument("--skypilot-catalog", type=Path,
                     help="also import this SkyPilot catalog folder (the store bench/vs_skypilot.py quotes on)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gpucost-profile-"))
-    os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
-                      AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
-    sys.path.insert(0, str(REPO))
-    from pricing.store.repository import open_store
+    store = bench_store("gpucost-profile-", args.skypilot_catalog)
     from service.answers import quote_answer
     from service.schemas import QuoteRequest
 
-    if args.skypilot_catalog is not None:
-        import subprocess
-
-        gpucost = Path(sys.executable).with_name("gpucost")
-        subprocess.run([str(gpucost), "prices", "import", "--format", "skypilot", str(args.skypilot_catalog), "--json"],
-                       env=os.environ, check=True, stdout=subprocess.DEVNULL)
-    store = open_store(os.environ["GPUCOST_DB_URL"])
     t = time.perf_counter()
     quote_answer(QuoteRequest.model_validate(body("repeat")), store)
     print(f"first quote (store opened, offers pruned, estimates made): {time.perf_counter() - t:.2f} s")

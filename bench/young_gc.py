@@ -7,10 +7,10 @@ young-generation thresholds interleaved.
 Seeds a fresh SQLite store with the bundled snapshot (and SkyPilot's catalog when given), answers
 one warm-up quote of each kind, freezes what survived (as a served process does once its heap is
 large: ``service.api.heap``), then asks ``--runs`` distinct quotes of each kind per threshold
-(``restricted``: 8xA100 on aws/gcp, a new token count each; ``tokens``: every provider, GPU and
-build, a new token count each; ``model``: a model size nobody asked before), the threshold set
-before each quote and the order reversed every round, so a change in the machine's load falls on
-every threshold alike. Prints p50 per kind and threshold, and each over the first threshold's.
+(``bench/ab_quotes.py``'s: ``restricted``, 8xA100 on aws/gcp, a new token count each; ``open``,
+every provider, GPU and build, a new token count each; ``model``, a model size nobody asked
+before), the threshold set before each quote and the order reversed every round, so a change in
+the machine's load falls on every threshold alike. Prints p50 per kind and threshold, and each over the first threshold's.
 """
 
 from __future__ import annotations
@@ -20,29 +20,15 @@ import gc
 import itertools
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-WORKLOAD = {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 20_000_000, "seq_len": 512}
-RESTRICTED = {"gpus": ["A100"], "max_gpus": 8, "providers": ["aws", "gcp"], "allow_spot": False,
-              "include_local": False}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_quotes import body  # the same three kinds of distinct question
+from cold_quote_profile import bench_store
+
 _NEW = itertools.count(1)
-
-
-def body(kind: str) -> dict[str, Any]:
-    k = next(_NEW)
-    w: dict[str, Any] = {**WORKLOAD, "tokens": WORKLOAD["tokens"] + 1_000 * k}
-    if kind == "model":
-        w["model"] = {"params_b": round(0.3 + 0.0007 * k, 4), "name": f"young-{k}"}
-    out: dict[str, Any] = {"workload": w, "top": 5}
-    if kind == "restricted":
-        out["constraints"] = RESTRICTED
-    return out
 
 
 def main() -> None:
@@ -53,22 +39,13 @@ def main() -> None:
     ap.add_argument("--skypilot-catalog", type=Path, help="also import this SkyPilot catalog folder")
     args = ap.parse_args()
     thresholds = [int(t) for t in args.thresholds.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="gpucost-young-"))
-    os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
-                      AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
-    sys.path.insert(0, str(REPO))
-    from pricing.store.repository import open_store
+    store = bench_store("gpucost-young-", args.skypilot_catalog)
     from service.answers import quote_answer
     from service.schemas import QuoteRequest
 
-    if args.skypilot_catalog is not None:
-        gpucost = Path(sys.executable).with_name("gpucost")
-        subprocess.run([str(gpucost), "prices", "import", "--format", "skypilot", str(args.skypilot_catalog), "--json"],
-                       env=os.environ, check=True, stdout=subprocess.DEVNULL)
-    store = open_store(os.environ["GPUCOST_DB_URL"])
-    kinds = ("restricted", "tokens", "model")
+    kinds = ("restricted", "open", "model")
     for kind in kinds:
-        quote_answer(QuoteRequest.model_validate(body(kind)), store)
+        quote_answer(QuoteRequest.model_validate(body(kind, next(_NEW), 0)), store)
     gc.collect()
     gc.freeze()
     older = gc.get_threshold()[1:]
@@ -79,7 +56,7 @@ def main() -> None:
             times: dict[int, list[float]] = {t: [] for t in thresholds}
             for r in range(args.runs):
                 for t in thresholds if r % 2 == 0 else reversed(thresholds):
-                    req = QuoteRequest.model_validate(body(kind))
+                    req = QuoteRequest.model_validate(body(kind, next(_NEW), 0))
                     gc.set_threshold(t, *older)
                     start = time.perf_counter()
                     quote_answer(req, store)

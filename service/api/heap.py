@@ -32,8 +32,8 @@ SLOW_FULL_COLLECTION_S = 0.02
 # How often frozen objects are given back to the collector (cyclic garbage among them collected).
 THAW_EVERY_S = 3600.0
 # Allocations between young collections in a served process (CPython's default: 700). Interleaved
-# in one process (``bench/young_gc.py``, 2-core machine, three runs on 2026-12-01), a quote for a
-# new model took 12-25 % less time at 10,000, a new token count 1-3 % less, a restricted quote the
+# in one process (``bench/young_gc.py``, 2-core machine, four runs on 2026-12-01), a quote for a
+# new model took 13-29 % less time at 10,000, a new token count 1-3 % less, a restricted quote the
 # same; at 50,000 no better than at 10,000 (over HTTP the new model gained 5-9 %,
 # ``bench/ab_quotes.py``). Only cyclic garbage waits longer for its collection (most objects go by
 # reference counting), at most this many allocations more.
