@@ -28,7 +28,7 @@ from optimizer.estimator.ranges import (
 )
 from optimizer.estimator.shapes import ModelShape, resolve_model
 from optimizer.estimator.support import check_supported
-from optimizer.estimator.throughput import _STEP_TERMS, Throughput, throughput
+from optimizer.estimator.throughput import Throughput, forget_step_terms, throughput
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate, MemoryBreakdown, Recipe
 
@@ -479,7 +479,7 @@ def clear_cache() -> None:
     _SPEED.clear()
     _VIEWS.clear()
     _TRIALS.clear()
-    _STEP_TERMS.clear()
+    forget_step_terms()
     for forget in _ON_CLEAR:
         forget()
 

@@ -355,6 +355,10 @@ def step_terms(shape: ModelShape, w: Workload) -> StepTerms:
     return _STEP_TERMS.get_or_compute(w.rate_key(), lambda: _step_terms(shape, w))
 
 
+def forget_step_terms() -> None:
+    _STEP_TERMS.clear()
+
+
 def throughput(
     shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts
 ) -> Throughput:

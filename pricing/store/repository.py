@@ -210,8 +210,7 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         against 1.21 ms on PostgreSQL over loopback. Only for reads: a write inside is refused
         (the held read would not see it, and an in-memory SQLite store has one connection per
         thread), so the store is seeded first, and callers read here and compute and write after."""
-        held = _HELD.get()
-        if held is not None and held.store is self:
+        if in_reading(self):
             yield
             return
         self.ensure_seeded()
@@ -224,8 +223,7 @@ class PriceStore(Reads, Writes, History, Leases, Health):
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        held = _HELD.get()
-        if held is not None and held.store is self:
+        if in_reading(self):
             # The held read would not see it (and on an in-memory SQLite store it would wait on
             # the held connection itself): read in ``reading``, write after it.
             raise RuntimeError("a price store write inside PriceStore.reading()")

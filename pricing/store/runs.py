@@ -61,8 +61,9 @@ def _engine(store: Any) -> Engine:
 
 @contextmanager
 def _read(store: Any) -> Iterator[Connection]:
-    if in_reading(store):  # an answer's reads share the store's connection
-        with store._read() as conn:
+    reader = getattr(store, "_read", None)
+    if reader is not None:  # a PriceStore: its connections, an answer's shared one included
+        with reader() as conn:
             yield conn
         return
     try:
