@@ -1,22 +1,33 @@
-"""Long-lived objects out of the cycle collector's way, so a full collection cannot stall the server.
+"""What outlives a request is kept out of the cycle collector's walk, so no collection stalls the server.
 
 A served process holds a large, long-lived heap: the prepared offers and their index, the
-estimator's and the configurations' memos. CPython's full (generation 2) collection walks every
-tracked object, and on that heap it took 96-135 ms each time (measured with ``gc.callbacks``
-during ``bench/abuse.py``, 2-core machine, 2026-12-01) while finding nothing to free. It runs on
-whichever thread allocates, the event loop's included, so every request in flight waited: under a
-burst of 300 quotes the 429s of that burst arrived 130 ms late.
+estimator's and the configurations' memos. CPython's cycle collector walked it over and over:
 
-``gc.freeze()`` (Python's documented remedy) moves every tracked object to a permanent generation
-the collector no longer walks. This module freezes after a full collection was slow, on the event
-loop between requests (not inside the collector's callback): what survived it is what the process
-keeps. Frozen objects are still freed by reference counting (memo entries dropped by their LRU
-bound go at once); only garbage in reference cycles among them would stay, so once an hour the
-next request end thaws, collects and freezes again (one slow collection an hour instead of many).
+* a full (generation 2) collection walked every tracked object, 96-135 ms each time
+  (``gc.callbacks`` during ``bench/abuse.py``, 2-core machine, 2026-12-01), finding nothing to free;
+* a young collection walked several requests' survivors, not one's: every object the memos' LRU
+  bound lets go counts down the allocations that start the next young collection, so on a server
+  answering new models the young generation grew to 21,000-40,000 objects between collections
+  and each took 12-27 ms; a middle (generation 1) collection about 76 ms (in-process quotes for
+  new models, ``gc.callbacks``, 2026-12-01 23:40 UTC).
 
-The young generation is collected less often too (``YOUNG_THRESHOLD``): a quote for a model nobody
-asked about makes some hundred thousand short-lived objects, and CPython's default threshold of 700
-allocations ran a young collection every few hundred of them.
+They run on whichever thread allocates, the event loop's included, so every request in flight
+waited. ``gc.freeze()`` (Python's documented remedy) moves every tracked object to a permanent
+generation the collector no longer walks, at the same small cost whatever the heap (it joins
+lists). A served process freezes at the end of every request: a collection then walks only what the
+requests in flight made since. Frozen objects are still freed by reference counting (memo entries
+dropped by their LRU bound go at once); only garbage in reference cycles among them would stay.
+Requests that succeed leave none: measured per route on a live server with the collector off
+(quote, estimate, break-even with its PNG and SVG charts, frontier, plan, recommend, offers, the
+page, ``/metrics``, a 404, a 422 for a bad field, the guard's own 413 and 429: 0 objects each),
+while a body that is not JSON left 63 (FastAPI's error path keeps the exception's frames). So
+
+* a failed request (status 400 or more, but for the guard's refusals, which a burst sends by the
+  thousand) has what requests made since the last freeze collected at its end, its own cycles
+  included, before the freeze;
+* a failed request that was in flight while another one's end froze the heap may have had its
+  cycles frozen: after ``THAW_AFTER_EXPOSED`` of those, and in any case once per ``THAW_EVERY_S``,
+  the next request end thaws, collects everything and freezes again (one slow collection then).
 """
 
 from __future__ import annotations
@@ -24,13 +35,12 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from typing import Any
 
-# A full collection slower than this is the sign of a large surviving heap worth freezing
-# (on a small heap a full collection takes well under a millisecond).
-SLOW_FULL_COLLECTION_S = 0.02
 # How often frozen objects are given back to the collector (cyclic garbage among them collected).
 THAW_EVERY_S = 3600.0
+# Failed requests that a freeze caught in flight (each may have left a few dozen objects in
+# cycles, frozen) before the next request end thaws and collects them.
+THAW_AFTER_EXPOSED = 500
 # Allocations between young collections in a served process (CPython's default: 700). Interleaved
 # in one process (``bench/young_gc.py``, 2-core machine, four runs on 2026-12-01), a quote for a
 # new model took 13-29 % less time at 10,000, a new token count 1-3 % less, a restricted quote the
@@ -38,26 +48,19 @@ THAW_EVERY_S = 3600.0
 # ``bench/ab_quotes.py``). Only cyclic garbage waits longer for its collection (most objects go by
 # reference counting), at most this many allocations more.
 YOUNG_THRESHOLD = 10_000
+# Answers the guard gives from its own code (``middleware``: body over the limit, admission
+# refused): they leave no cycles, and a burst of them must not each run a collection.
+REFUSALS = frozenset({413, 429})
 
 _lock = threading.Lock()
 _installed = False
-_started = 0.0
-_due = False
+_freezes = 0  # freezes so far: a request that sees this change while in flight was frozen in flight
+_exposed = 0  # failed requests frozen in flight since the last thaw
 _last_thawed = 0.0
 
 
-def _observe(phase: str, info: dict[str, Any]) -> None:
-    global _started, _due
-    if info.get("generation") != 2:
-        return
-    if phase == "start":
-        _started = time.perf_counter()
-    elif time.perf_counter() - _started > SLOW_FULL_COLLECTION_S:
-        _due = True  # freeze at the next request end: the collector's callback is no place for it
-
-
 def keep_long_lived() -> None:
-    """Watch full collections in this process and collect its young objects less often (once per
+    """Freeze at every request end from now on, and collect young objects less often (once per
     process; the server calls it at start)."""
     global _installed, _last_thawed
     with _lock:
@@ -65,24 +68,36 @@ def keep_long_lived() -> None:
             return
         _installed = True
         _last_thawed = time.monotonic()
-        gc.callbacks.append(_observe)
         young, *older = gc.get_threshold()
         gc.set_threshold(max(young, YOUNG_THRESHOLD), *older)
 
 
-def settle_if_due() -> bool:
-    """Between requests: freeze after a slow full collection, and thaw and refreeze once an hour.
-    True when it froze. Cheap when nothing is due (two reads)."""
-    global _due, _last_thawed
-    if not _due and (not _installed or time.monotonic() - _last_thawed < THAW_EVERY_S):
+def request_started() -> int:
+    """A mark taken when a request starts, for ``request_ended``."""
+    return _freezes
+
+
+def request_ended(started: int, status: int) -> bool:
+    """At the end of a request answered with ``status`` (``started``: its ``request_started``),
+    between requests (the middleware; never inside the collector): collect after a failure, thaw
+    when due, freeze. True when it froze (only in a served process)."""
+    global _freezes, _exposed, _last_thawed
+    if not _installed:
         return False
+    failed = status >= 400 and status not in REFUSALS
     with _lock:
-        _due = False
-        if time.monotonic() - _last_thawed >= THAW_EVERY_S:
+        if failed:
+            # What requests made since the last freeze: this one's objects and its cycles, if any.
+            gc.collect(1)
+            if _freezes != started:
+                _exposed += 1
+        if _exposed >= THAW_AFTER_EXPOSED or time.monotonic() - _last_thawed >= THAW_EVERY_S:
+            _exposed = 0
             _last_thawed = time.monotonic()
             gc.unfreeze()
             gc.collect()
         gc.freeze()
+        _freezes += 1
     return True
 
 

@@ -101,7 +101,7 @@ class PriceAge(Collector):
 
 class FrozenHeap(Collector):
     """``gpucost_heap_frozen_objects``: objects moved out of the cycle collector's walk
-    (``service.api.heap``); 0 until a served process's first slow full collection."""
+    (``service.api.heap``); in a served process, everything that outlived the last request."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from service.api.heap import frozen_objects

@@ -106,6 +106,7 @@ class GuardMiddleware:
         token = request_id_var.set(rid)
         status = [500]
         started = time.perf_counter()
+        frozen_mark = heap.request_started()
         id_header = (b"x-request-id", rid.encode())
 
         async def send_with_id(message: Message) -> None:
@@ -131,7 +132,8 @@ class GuardMiddleware:
                            "status": status[0], "ms": round(seconds * 1000, 2)},
                 )
             request_id_var.reset(token)
-            heap.settle_if_due()  # between requests, never inside the collector
+            # Between requests, never inside the collector: what this request kept is frozen.
+            heap.request_ended(frozen_mark, status[0])
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         length = _header(scope, b"content-length")

@@ -61,19 +61,18 @@ def test_a_refused_request_is_labelled_by_its_route(tmp_path: Path) -> None:
     assert labels == [{"method": "POST", "route": "/v1/quote", "status": "413"}]
 
 
-def test_a_served_process_freezes_its_long_lived_heap(tmp_path: Path) -> None:
-    """``gpucost serve`` watches full collections: once the prices and memos make them slow, the
-    surviving heap is frozen (``gpucost_heap_frozen_objects``), so none stalls the server again.
-    A served process collects young objects every ``heap.YOUNG_THRESHOLD`` allocations, so full
-    collections come after some millions of allocations: quotes for new models make them."""
+def test_a_served_process_freezes_what_outlives_each_request(tmp_path: Path) -> None:
+    """``gpucost serve`` freezes its heap at the end of every request (``service.api.heap``): the
+    offers and memos a quote made are out of the cycle collector's walk when the next one starts,
+    so no collection walks them again (``gpucost_heap_frozen_objects`` grows with each new model)."""
     import json
     import urllib.request
 
     from tests.integration._live_server import running_server
 
     with running_server(f"sqlite:///{tmp_path / 'p.sqlite'}", tmp_path / "serve.log") as base:
-        frozen = 0.0
-        for i in range(120):
+        frozen: list[float] = []
+        for i in range(3):
             model = {"params_b": round(0.3 + 0.001 * i, 3), "name": f"heap-{i}"}
             body = json.dumps({"workload": {"model": model, "method": "lora", "tokens": 1e8}}).encode()
             req = urllib.request.Request(f"{base}/v1/quote", data=body, headers={"content-type": "application/json"})
@@ -81,7 +80,7 @@ def test_a_served_process_freezes_its_long_lived_heap(tmp_path: Path) -> None:
                 assert resp.status == 200
             with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
                 samples = _samples(resp.read().decode())
-            frozen = samples["gpucost_heap_frozen_objects"][0][1]
-            if frozen > 0:
-                break
-    assert frozen > 100_000, "the offers and memos should be frozen after the first slow full collection"
+            frozen.append(samples["gpucost_heap_frozen_objects"][0][1])
+    assert frozen[0] > 100_000, "the offers, the memos and the first quote's estimates are frozen"
+    # Each new model's estimates, kept in the memos, are frozen at the end of its request.
+    assert frozen[0] < frozen[1] < frozen[2]
