@@ -9,6 +9,7 @@ is cut off in a narrow terminal. ``gpucost --install-completion`` sets up shell 
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import os
 import re
@@ -195,8 +196,20 @@ def _command(typer_app: typer.Typer) -> click.Command:
 
 
 def main() -> NoReturn:
+    # The command's modules are imported with the cycle collector off: what they make lives as
+    # long as the process, and collections during the imports walked that growing heap again and
+    # again (``bench/cli_startup.py``). Frozen, it is out of the walk of the collections the
+    # command itself runs, with the collector back on.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        _command(app_for(sys.argv[1:]))()
+        command = _command(app_for(sys.argv[1:]))
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
+    try:
+        command()
     except SystemExit as exc:
         leave(exc.code)
     leave(0)

@@ -122,3 +122,25 @@ def test_settings_come_from_the_environment_and_a_bad_one_names_its_variable(tmp
            "gpucost_stale_after_days": "5", "GPUCOST_ANSWER_CACHE": "false"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "('us-east-1', 'eu-west-1') ('us-east4',) 5.0 False"
+
+
+def test_a_command_imports_with_the_collector_off_and_runs_with_it_on(tmp_path: Path) -> None:
+    """``main`` imports the command's modules with the cycle collector off, freezes what they made,
+    and runs the command with the collector on (a served process needs it; so does a long refresh)."""
+    probe = (
+        "import atexit, gc, sys\n"
+        "from service import cli\n"
+        "seen = []\n"
+        "real = cli.app_for\n"
+        "cli.app_for = lambda argv: (seen.append(gc.isenabled()), real(argv))[1]\n"
+        "atexit.register(lambda: print('collector', seen, gc.isenabled(), gc.get_freeze_count()))\n"
+        "cli.main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *QUOTE], check=False, env=_env(tmp_path),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("collector"))
+    _, during_imports, during_command, frozen = line.split(" ", 3)
+    assert (during_imports, during_command) == ("[False]", "True")
+    assert int(frozen) > 50_000  # the imported modules' objects
+    assert json.loads(out.stdout[: out.stdout.index("collector")])["best"] is not None
