@@ -7,7 +7,10 @@ learnt from bills and the quotas. On a fresh SQLite store seeded with the bundle
 PostgreSQL when ``--pg-url`` names a database it may fill), times those four reads made one after
 the other as each reader makes them alone (a pool checkout, a BEGIN and a rollback each) and made
 inside ``PriceStore.reading()`` (one of each for all four), the two taken in turn; and four
-``SELECT 1`` the same two ways, for what the statements themselves cost. Prints p50 per way.
+``SELECT 1`` the same two ways, for what the statements themselves cost. Then the answer cache's
+version of the prices (``service.api.answer_cache.StoreVersion``): read (three reads) against
+told unchanged by ``PriceStore.change_mark`` (SQLite's ``PRAGMA data_version``; PostgreSQL has no
+such look, and it is read each time). Prints p50 per way.
 """
 
 from __future__ import annotations
@@ -70,8 +73,28 @@ def compare(label: str, url: str, runs: int) -> None:
             a, s = statistics.median(apart), statistics.median(shared)
             print(f"  {label:10} {name:24} each alone {a * 1e6:7.1f} us   in one reading() {s * 1e6:7.1f} us"
                   f"   (x{s / a:.2f})")
+        version_reads(label, store, runs)
     finally:
         store.close()
+
+
+def version_reads(label: str, store: object, runs: int) -> None:
+    from service.api.answer_cache import StoreVersion
+
+    version = StoreVersion(lambda: store)
+    read: list[float] = []
+    same: list[float] = []
+    for i in range(runs):
+        if i % 2:
+            read.append(timed(version.read))
+            same.append(timed(version.if_unchanged))
+        else:
+            same.append(timed(version.if_unchanged))
+            read.append(timed(version.read))
+    told = version.if_unchanged() is not None
+    r, u = statistics.median(read), statistics.median(same)
+    print(f"  {label:10} {'the cache version':24} read {r * 1e6:12.1f} us   told unchanged {u * 1e6:7.1f} us"
+          + (f"   (x{u / r:.2f})" if told else "   (cannot tell: read each time)"))
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
 from pricing.refresh import RefreshBusy
-from service.api.answer_cache import AnswerCache
+from service.api.answer_cache import AnswerCache, StoreVersion
 from service.api.deps import get_store_for
 from service.api.limits import Limits, WorkStopped
 from service.api.metrics import RouteTemplates, install_collectors
@@ -205,17 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.limits = Limits.from_settings(settings)
     app.state.answer_cache = AnswerCache() if settings.answer_cache else None
 
-    def store_version() -> str | None:
-        store = app.state.store
-        if store is None:
-            return None
-        from pricing.store.runs import version
-
-        from pricing.store.measurements import measurements_version
-
-        # Quotes also read the factors learnt from bills: a new import or run is a new version;
-        # and the stored measurements (optimizer.measured): adding or removing one is one too.
-        return f"{store.snapshot_id()}|{version(store)}|{measurements_version(store)}"
+    store_version = StoreVersion(lambda: app.state.store)
 
     app.state.solve_pool = _solve_pool(settings)
 
@@ -226,7 +216,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.guard_options = {
         "limits": app.state.limits, "max_body_bytes": settings.max_body_bytes, "observe": observe,
-        "cache": app.state.answer_cache, "store_version": store_version, "solve_pool": solve_pool,
+        "cache": app.state.answer_cache, "store_version": store_version.read,
+        "version_if_unchanged": store_version.if_unchanged, "solve_pool": solve_pool,
         "store_check": StoreCheck(lambda: get_store_for(app)),
         "route_of": RouteTemplates(app.router.routes),
     }

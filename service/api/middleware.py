@@ -78,6 +78,7 @@ class GuardMiddleware:
         observe: Callable[[str, str, int, float], None] | None = None,
         cache: AnswerCache | None = None,
         store_version: Callable[[], str | None] | None = None,
+        version_if_unchanged: Callable[[], str | None] | None = None,
         solve_pool: Callable[[], SolvePool | None] | None = None,
         store_check: StoreCheck | None = None,
         route_of: Callable[[Scope], str] | None = None,
@@ -91,6 +92,7 @@ class GuardMiddleware:
         self.observe = observe
         self.cache = cache
         self.store_version = store_version
+        self.version_if_unchanged = version_if_unchanged
         self._version_task: asyncio.Future[str | None] | None = None
         self._check_task: asyncio.Future[str | None] | None = None
         self._version_seen: str | None = None
@@ -253,7 +255,17 @@ class GuardMiddleware:
         """The prices' version, for the answer cache's key. Requests that arrive while a read is
         under way share it, and the read runs on a thread of its own: under a burst each request
         would otherwise wait for a pool thread (behind the busy ones) before it is even admitted
-        or refused, and 429s would take seconds to arrive."""
+        or refused, and 429s would take seconds to arrive. When the store can tell at once that
+        nothing was committed since the last read (``answer_cache.StoreVersion``), that version is
+        taken here, without the thread."""
+        if self.version_if_unchanged is not None:
+            try:
+                same = self.version_if_unchanged()
+            except Exception:  # noqa: BLE001 - the read below decides
+                same = None
+            if same is not None:
+                self._version_seen, self._version_at = same, time.monotonic()
+                return same
         task = self._version_task
         if task is None:
             loop = asyncio.get_running_loop()

@@ -153,6 +153,43 @@ def test_repeated_quotes_are_answered_from_the_cache_until_prices_change(client:
     assert client.post("/v1/quote", json=body).headers.get("x-answer-cache") is None
 
 
+def test_a_write_from_another_connection_is_seen_by_the_next_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While nothing was committed, the cache's version is not read again (SQLite tells at once:
+    ``PriceStore.change_mark``); a write from another connection to the file, as another process
+    or replica makes it, is seen by the very next question."""
+    from datetime import UTC, datetime
+
+    from pricing.store import measurements
+    from pricing.store.repository import open_store
+
+    reads: list[int] = []
+    real = measurements.measurements_version
+    monkeypatch.setattr(measurements, "measurements_version", lambda store: reads.append(1) or real(store))
+    body = {"workload": {"model": "gpt2", "tokens": 1e8}}
+    with _client(tmp_path) as client:
+        assert client.get("/readyz").status_code == 200
+        first = client.post("/v1/quote", json=body)
+        assert first.status_code == 200
+        before = len(reads)
+        assert before >= 1
+        for _ in range(3):
+            assert client.post("/v1/quote", json=body).headers.get("x-answer-cache") == "hit"
+        assert len(reads) == before  # no write since: the version was not read again
+        other = open_store(f"sqlite:///{tmp_path / 'prices.sqlite'}")
+        try:
+            offers = [o for o in other.all_offers() if o.provider == "lambda" and o.price_hour]
+            cheaper = [o.model_copy(update={"price_hour": round(o.price_hour * 0.9, 4)}) for o in offers]
+            other.replace_rows("lambda", cheaper, fetched_at=datetime.now(UTC), source="test: another writer")
+        finally:
+            other.close()
+        after = client.post("/v1/quote", json=body)
+        assert after.headers.get("x-answer-cache") is None
+        assert len(reads) == before + 1
+        assert after.json()["snapshot_id"] != first.json()["snapshot_id"]
+
+
 def _blocking_plan(monkeypatch: pytest.MonkeyPatch, release: threading.Event, started: threading.Event) -> None:
     import service.api.routes.plan as plan_route
 

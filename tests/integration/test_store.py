@@ -342,3 +342,29 @@ def test_default_store_is_sqlite_in_the_user_data_dir(
     assert (tmp_path / "data" / "gpucost" / "prices.sqlite").is_file()
     assert store.all_offers()
     store.close()
+
+
+def test_change_mark_moves_with_every_commit_to_a_sqlite_file_and_only_then(db_url: str) -> None:
+    """``PriceStore.change_mark``: the same number while nothing is committed, a new one after a
+    write from another connection to the file (another process or replica) or from the store
+    itself; None where it cannot be told cheaply (PostgreSQL, an in-memory SQLite store)."""
+    store, other = open_store(db_url), open_store(db_url)
+    try:
+        store.ensure_seeded()
+        first = store.change_mark()
+        if db_url.startswith("postgresql"):
+            assert first is None
+            return
+        assert first is not None
+        store.all_offers()  # reads commit nothing
+        assert store.change_mark() == first
+        lam = [o for o in other.all_offers() if o.provider == "lambda"]
+        other.replace_rows("lambda", scaled(lam, 0.9, datetime.now(UTC)), fetched_at=datetime.now(UTC), source="another writer")
+        second = store.change_mark()
+        assert second is not None and second != first
+        store.replace_rows("lambda", lam, fetched_at=datetime.now(UTC), source="this store")
+        assert store.change_mark() not in (None, second)
+    finally:
+        store.close()
+        other.close()
+    assert open_store("sqlite://").change_mark() is None
