@@ -6,6 +6,9 @@
   created and seeded (the set-up is timed once, apart);
 * the same quote when its snapshot has no prepared file yet (the first quote on new prices: the
   store opened through SQLAlchemy, every offer loaded and pruned, the file written for the next);
+* the quote as ``gpucost`` runs it (the command's modules imported with the cycle collector off,
+  then frozen: ``service.cli.main``) against the same quote with the collector on throughout (the
+  code before), the two taken in turn;
 * where a quote's time goes, in a fresh process: importing the quote command, opening the current
   snapshot (``service.prepared``), the quote itself; and which heavy libraries that process never
   imported (the ORM, the server, the charts, the cloud SDKs, the migration tool).
@@ -75,6 +78,30 @@ def timed(cmd: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
+# ``service.cli.main`` as it was before the collector was turned off for the imports.
+COLLECTING_MAIN = (
+    "import sys\n"
+    "from service import cli\n"
+    "try:\n"
+    "    cli._command(cli.app_for(sys.argv[1:]))()\n"
+    "except SystemExit as exc:\n"
+    "    cli.leave(exc.code)\n"
+    "cli.leave(0)\n"
+)
+
+
+def in_turn(a: list[str], b: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
+    """p50 wall seconds of ``a`` and of ``b``, run one after the other ``n`` times each (the order
+    alternating), so a change in the machine's load shifts both alike."""
+    walls: tuple[list[float], list[float]] = ([], [])
+    for i in range(n):
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            t = time.perf_counter()
+            subprocess.run((a, b)[k], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            walls[k].append(time.perf_counter() - t)
+    return statistics.median(walls[0]), statistics.median(walls[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="runs per command (p50 reported)")
@@ -114,6 +141,11 @@ def main() -> None:
     quote_wall, quote_cpu = results["gpucost " + " ".join(QUOTE)]
     print(f"quote beyond the interpreter: {quote_wall - base_wall:.2f} s wall, {quote_cpu - base_cpu:.2f} s CPU; "
           f"beyond --help: {quote_wall - help_wall:+.2f} s wall")
+
+    off, on = in_turn([sys.executable, "-c", "from service.cli import main; main()", *QUOTE],
+                      [sys.executable, "-c", COLLECTING_MAIN, *QUOTE], env, 2 * args.runs)
+    print(f"imports with the collector off, then frozen: {off:.3f} s wall against {on:.3f} s with it on "
+          f"(x{off / on:.2f}; p50 of {2 * args.runs} each, taken in turn)")
 
     code = f"NOT_NEEDED = {NOT_NEEDED!r}\n" + PHASES
     phases = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
