@@ -18,6 +18,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -178,12 +180,33 @@ def short_reason(detail: Mapping[str, Any]) -> str:
 VcpusOf = Callable[[str, str | None, str], float | None]
 
 
+# The table of one shared offer list (``offer_groups.OfferList``, never changed), kept per list
+# object: a quote on a view asked for before builds none. Entries hold their list, so an id reused
+# after it was freed never hits.
+_VCPUS_KEPT = 64
+_VCPUS: OrderedDict[int, tuple[list[Any], dict[tuple[str, str | None, str], float]]] = OrderedDict()
+_VCPUS_LOCK = threading.Lock()
+
+
 def vcpus_lookup(offers: Iterable[Any]) -> VcpusOf:
     """(provider, region, instance type) -> vCPUs of the offers a decision saw."""
-    table: dict[tuple[str, str | None, str], float] = {}
-    for o in offers:
-        if o.vcpus is not None:
-            table.setdefault((o.provider.lower(), o.region, o.instance_type), o.vcpus)
+    from optimizer.candidates.offer_groups import OfferList
+
+    shared = isinstance(offers, OfferList)
+    with _VCPUS_LOCK:
+        hit = _VCPUS.get(id(offers)) if shared else None
+    if hit is not None and hit[0] is offers:
+        table = hit[1]
+    else:
+        table = {}
+        for o in offers:
+            if o.vcpus is not None:
+                table.setdefault((o.provider.lower(), o.region, o.instance_type), o.vcpus)
+        if shared:
+            with _VCPUS_LOCK:
+                _VCPUS[id(offers)] = (offers, table)  # type: ignore[assignment]
+                while len(_VCPUS) > _VCPUS_KEPT:
+                    _VCPUS.popitem(last=False)
     return lambda provider, region, itype: table.get((provider.lower(), region, itype))
 
 

@@ -52,7 +52,9 @@ def quote(
     """
     a = assumptions or CostAssumptions()
     given = offers
-    offers = list(offers)  # read twice: candidates, then the price warnings
+    # Read twice (candidates, then the price warnings), never changed: a list is used as it is,
+    # so what is kept per offer list (``candidates.cloud._filter_offers``) finds it again.
+    offers = given if isinstance(given, list) else list(given)
     now = now or datetime.now(UTC)
     # The caller's own sequence when it is one, so a catalog passed again reuses its screen.
     catalog = price_reference if price_reference is not None else (given if isinstance(given, list) else offers)

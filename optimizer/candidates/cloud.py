@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -35,6 +37,7 @@ from optimizer.candidates.estimator import (
 from optimizer.candidates.feeding import host_feed
 from optimizer.candidates.fitting import settle
 from optimizer.candidates.headroom import TIGHT_PREFIX
+from optimizer.candidates.offer_groups import OfferList
 from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
@@ -440,7 +443,63 @@ def _screened(o: Offer, screen: PriceScreen, allow_spot: bool, tally: RejectionT
     return o.model_copy(update={"price_hour": price, "spot_price_hour": spot})
 
 
+def _frozen(names: set[str] | None) -> frozenset[str] | None:
+    return None if names is None else frozenset(names)
+
+
+class _Recorded:
+    """A tally that keeps the order of what was added, to add it again to another."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[str, str]] = []
+
+    def add(self, reason: str, example: str, count: int = 1) -> None:
+        self.added.extend([(reason, example)] * count)
+
+
+# The groups one offer list makes under one set of filters and one price screen. A view of a
+# snapshot is one ``OfferList`` for as long as it is kept (``offer_groups.OfferIndex.view``), never
+# changed, so a repeated kind of request (the same filters, any workload or amount) groups its
+# offers once; a plain list is grouped each time.
+# Entries hold the list and the screen they were made from: an id reused after either was freed
+# never hits. The groups are shared and never changed by their readers.
+_FILTERED_KEPT = 64
+_FILTERED: OrderedDict[tuple[object, ...], tuple[OfferList, PriceScreen | None,
+                                              dict[tuple[str, float, float, bool], _Group],
+                                              tuple[tuple[str, str], ...]]] = OrderedDict()
+_FILTERED_LOCK = threading.Lock()
+
+
 def _filter_offers(
+    offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally, screen: PriceScreen | None = None
+) -> dict[tuple[str, float, float, bool], _Group]:
+    """``offers`` that pass ``constraints`` and the price screen, grouped by (GPU, GPUs per node,
+    memory, fabric, plan); the others tallied with their reason. Kept per list (above)."""
+    if not isinstance(offers, OfferList):
+        return _grouped(offers, constraints, tally, screen)
+    key = (
+        id(offers), frozenset(p.lower() for p in constraints.providers) if constraints.providers else None,
+        frozenset(constraints.regions) if constraints.regions else None, _frozen(_wanted_gpus(constraints)),
+        constraints.allow_spot, constraints.allow_suspect_prices, id(screen),
+    )
+    with _FILTERED_LOCK:
+        hit = _FILTERED.get(key)
+        if hit is not None:
+            _FILTERED.move_to_end(key)
+    if hit is None or hit[0] is not offers or hit[1] is not screen:
+        recorded = _Recorded()
+        groups = _grouped(offers, constraints, recorded, screen)  # type: ignore[arg-type]
+        hit = (offers, screen, groups, tuple(recorded.added))
+        with _FILTERED_LOCK:
+            _FILTERED[key] = hit
+            while len(_FILTERED) > _FILTERED_KEPT:
+                _FILTERED.popitem(last=False)
+    for reason, example in hit[3]:
+        tally.add(reason, example)
+    return hit[2]
+
+
+def _grouped(
     offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally, screen: PriceScreen | None = None
 ) -> dict[tuple[str, float, float, bool], _Group]:
     providers = {p.lower() for p in constraints.providers} if constraints.providers else None

@@ -42,6 +42,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, NoReturn
 
 from optimizer.candidates.commitment_cover import Terms, covers, sort_rate, terms_of
 from optimizer.candidates.estimator import _canonical
@@ -93,12 +94,27 @@ class _Frontier:
 
 
 class OfferList(list[Offer]):
-    """Every offer of one snapshot, with room for figures derived from all of them once (the
-    usual price levels of ``optimizer.price_warnings``)."""
+    """Every offer of one snapshot (or a view's part of them), with room for figures derived from
+    all of them once (the usual price levels of ``optimizer.price_warnings``).
+
+    Shared by every request that reads the snapshot, and never changed once made: what is derived
+    from one (the groups a filter makes, ``candidates.cloud._filter_offers``; the vCPUs per instance,
+    ``quotas.vcpus_lookup``) is kept per list object. Changing one in place raises."""
 
     def __init__(self, offers: Iterable[Offer] = ()) -> None:
         super().__init__(offers)
         self.usual_levels_memo: dict[tuple[str, str], float] = {}
+
+    def _unchanged(self, *_: Any, **__: Any) -> NoReturn:
+        raise TypeError("an OfferList is shared and never changed: make a new one")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _unchanged
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _unchanged
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A list subclass is unpickled by appending its items: made whole instead (the prepared
+        # snapshot, ``service.prepared``, pickles the index that holds these).
+        return _offer_list, (list(self), self.__dict__)
 
     def part(self, offers: Iterable[Offer]) -> OfferList:
         """Some of these offers, carrying this snapshot's usual price levels (computed here first).
@@ -110,6 +126,12 @@ class OfferList(list[Offer]):
         out = OfferList(offers)
         out.usual_levels_memo = self.usual_levels_memo
         return out
+
+
+def _offer_list(offers: list[Offer], state: dict[str, Any]) -> OfferList:
+    out = OfferList(offers)
+    out.__dict__.update(state)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

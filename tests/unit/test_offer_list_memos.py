@@ -1,0 +1,84 @@
+"""What is kept per shared offer list (``offer_groups.OfferList``): the groups a filter makes
+(``candidates.cloud._filter_offers``) and the vCPUs per instance (``quotas.vcpus_lookup``). A
+quote on a view asked for before is the same as one computed with nothing kept; lists that are
+not an ``OfferList`` are computed each time; an ``OfferList`` cannot be changed in place."""
+
+from __future__ import annotations
+
+import pickle
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from optimizer import quotas
+from optimizer.candidates import cloud
+from optimizer.candidates.offer_groups import OfferList
+from optimizer.candidates.rejections import RejectionTally
+from optimizer.estimator.workload import Constraints, Workload
+from optimizer.price_warnings import price_screen
+from optimizer.quote import quote
+from tests.unit.plan_workloads import bundled, served_offers
+
+CONSTRAINTS = [
+    Constraints(),
+    Constraints(allow_spot=True, providers=["aws", "gcp"]),
+    Constraints(gpus=["A100"], regions=["us-east-1", "us-central1"]),
+    Constraints(allow_suspect_prices=True, max_gpus=4),
+]
+
+
+def _quote(w: Workload, c: Constraints) -> dict[str, Any]:
+    q = quote(w, c, served_offers(c), bundled()[1], prices_as_of={}, snapshot_id="t", runs=2)
+    return q.model_dump(exclude={"solver": {"seconds"}})
+
+
+@pytest.mark.parametrize("constraints", CONSTRAINTS)
+def test_a_quote_on_a_view_asked_before_is_the_quote_computed_afresh(constraints: Constraints) -> None:
+    w = Workload(model="qwen2.5-0.5b", method="lora", tokens=2e7)
+    cloud._FILTERED.clear()
+    quotas._VCPUS.clear()
+    first = _quote(w, constraints)
+    assert cloud._FILTERED and quotas._VCPUS  # kept: the view is an OfferList
+    again = _quote(w.model_copy(update={"tokens": 3e7}), constraints)
+    cloud._FILTERED.clear()
+    quotas._VCPUS.clear()
+    afresh = _quote(w.model_copy(update={"tokens": 3e7}), constraints)
+    assert again == afresh
+    assert first["rejected"] == _quote(w, constraints)["rejected"]
+
+
+def test_the_groups_are_kept_per_list_filters_and_screen() -> None:
+    c = Constraints(allow_spot=True)
+    view = served_offers(c)
+    assert isinstance(view, OfferList)
+    screen = price_screen(view, datetime.now(UTC))
+    cloud._FILTERED.clear()
+    t1, t2 = RejectionTally(), RejectionTally()
+    g1 = cloud._filter_offers(view, c, t1, screen)
+    g2 = cloud._filter_offers(view, c, t2, screen)
+    assert g2 is g1 and t2 == t1  # the rejections are tallied again, in the same order
+    assert cloud._filter_offers(view, Constraints(), RejectionTally(), screen) is not g1  # other filters
+    assert cloud._filter_offers(view, c, RejectionTally(), None) is not g1  # no screen
+    plain = list(view)  # a plain list may change between calls: grouped each time
+    t3 = RejectionTally()
+    g3 = cloud._filter_offers(plain, c, t3, screen)
+    assert g3 is not g1 and g3.keys() == g1.keys() and t3 == t1
+    assert {k: [o.instance_type for o in g.offers] for k, g in g3.items()} == {
+        k: [o.instance_type for o in g.offers] for k, g in g1.items()}
+
+
+def test_an_offer_list_cannot_be_changed_and_pickles_whole() -> None:
+    view = served_offers(Constraints())
+    with pytest.raises(TypeError):
+        view.append(view[0])
+    with pytest.raises(TypeError):
+        view[0] = view[1]
+    with pytest.raises(TypeError):
+        view.sort(key=lambda o: o.price_hour or 0)
+    back = pickle.loads(pickle.dumps(view))
+    assert isinstance(back, OfferList) and list(back) == list(view)
+    assert back.usual_levels_memo == view.usual_levels_memo
+    lookup, plain = quotas.vcpus_lookup(view), quotas.vcpus_lookup(list(view))
+    for o in view[:50]:
+        assert lookup(o.provider, o.region, o.instance_type) == plain(o.provider, o.region, o.instance_type)
