@@ -18,13 +18,13 @@ from __future__ import annotations
 import csv
 import io
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
+
+from optimizer.estimator.memo import LruMemo
 
 QuotaState = Literal["ok", "short", "unknown"]
 GLOBAL = "global"
@@ -181,32 +181,26 @@ VcpusOf = Callable[[str, str | None, str], float | None]
 
 
 # The table of one shared offer list (``offer_groups.OfferList``, never changed), kept per list
-# object: a quote on a view asked for before builds none. Entries hold their list, so an id reused
-# after it was freed never hits.
-_VCPUS_KEPT = 64
-_VCPUS: OrderedDict[int, tuple[list[Any], dict[tuple[str, str | None, str], float]]] = OrderedDict()
-_VCPUS_LOCK = threading.Lock()
+# object: a quote on a view asked for before builds none. Keyed by the list's id; each entry holds
+# the list, so the id cannot belong to another object while the entry lives.
+_VCPUS: LruMemo[int, tuple[list[Any], dict[tuple[str, str | None, str], float]]] = LruMemo(64)
 
 
 def vcpus_lookup(offers: Iterable[Any]) -> VcpusOf:
     """(provider, region, instance type) -> vCPUs of the offers a decision saw."""
     from optimizer.candidates.offer_groups import OfferList
 
-    shared = isinstance(offers, OfferList)
-    with _VCPUS_LOCK:
-        hit = _VCPUS.get(id(offers)) if shared else None
-    if hit is not None and hit[0] is offers:
-        table = hit[1]
-    else:
-        table = {}
+    def index() -> dict[tuple[str, str | None, str], float]:
+        table: dict[tuple[str, str | None, str], float] = {}
         for o in offers:
             if o.vcpus is not None:
                 table.setdefault((o.provider.lower(), o.region, o.instance_type), o.vcpus)
-        if shared:
-            with _VCPUS_LOCK:
-                _VCPUS[id(offers)] = (offers, table)  # type: ignore[assignment]
-                while len(_VCPUS) > _VCPUS_KEPT:
-                    _VCPUS.popitem(last=False)
+        return table
+
+    if isinstance(offers, OfferList):
+        table = _VCPUS.get_or_compute(id(offers), lambda: (offers, index()))[1]
+    else:
+        table = index()
     return lambda provider, region, itype: table.get((provider.lower(), region, itype))
 
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -460,14 +458,12 @@ class _Recorded:
 # The groups one offer list makes under one set of filters and one price screen. A view of a
 # snapshot is one ``OfferList`` for as long as it is kept (``offer_groups.OfferIndex.view``), never
 # changed, so a repeated kind of request (the same filters, any workload or amount) groups its
-# offers once; a plain list is grouped each time.
-# Entries hold the list and the screen they were made from: an id reused after either was freed
-# never hits. The groups are shared and never changed by their readers.
-_FILTERED_KEPT = 64
-_FILTERED: OrderedDict[tuple[object, ...], tuple[OfferList, PriceScreen | None,
-                                              dict[tuple[str, float, float, bool], _Group],
-                                              tuple[tuple[str, str], ...]]] = OrderedDict()
-_FILTERED_LOCK = threading.Lock()
+# offers once; a plain list is grouped each time. Keyed by the ids of the list and the screen:
+# each entry holds both, so neither id can belong to another object while the entry lives. The
+# groups are shared and never changed by their readers.
+_FILTERED: LruMemo[tuple[object, ...], tuple[OfferList, PriceScreen | None,
+                                             dict[tuple[str, float, float, bool], _Group],
+                                             tuple[tuple[str, str], ...]]] = LruMemo(64)
 
 
 def _filter_offers(
@@ -482,21 +478,17 @@ def _filter_offers(
         frozenset(constraints.regions) if constraints.regions else None, _frozen(_wanted_gpus(constraints)),
         constraints.allow_spot, constraints.allow_suspect_prices, id(screen),
     )
-    with _FILTERED_LOCK:
-        hit = _FILTERED.get(key)
-        if hit is not None:
-            _FILTERED.move_to_end(key)
-    if hit is None or hit[0] is not offers or hit[1] is not screen:
+
+    def group() -> tuple[OfferList, PriceScreen | None, dict[tuple[str, float, float, bool], _Group],
+                         tuple[tuple[str, str], ...]]:
         recorded = _Recorded()
         groups = _grouped(offers, constraints, recorded, screen)  # type: ignore[arg-type]
-        hit = (offers, screen, groups, tuple(recorded.added))
-        with _FILTERED_LOCK:
-            _FILTERED[key] = hit
-            while len(_FILTERED) > _FILTERED_KEPT:
-                _FILTERED.popitem(last=False)
-    for reason, example in hit[3]:
+        return offers, screen, groups, tuple(recorded.added)
+
+    _, _, groups, added = _FILTERED.get_or_compute(key, group)
+    for reason, example in added:  # tallied again, in the order the filter met them
         tally.add(reason, example)
-    return hit[2]
+    return groups
 
 
 def _grouped(

@@ -367,4 +367,8 @@ def test_change_mark_moves_with_every_commit_to_a_sqlite_file_and_only_then(db_u
     finally:
         store.close()
         other.close()
-    assert open_store("sqlite://").change_mark() is None
+    memory = open_store("sqlite://")
+    try:
+        assert memory.change_mark() is None
+    finally:
+        memory.close()

@@ -25,6 +25,7 @@ def keeper(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(heap, "_installed", False)
     monkeypatch.setattr(heap, "_exposed", 0)
     threshold = gc.get_threshold()
+    gc.unfreeze()  # whatever ran before in this process (a CLI main, another test) starts none frozen
     gc.collect()
     yield
     gc.set_threshold(*threshold)
