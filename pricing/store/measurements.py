@@ -24,6 +24,7 @@ from pricing.store.measurement_peek import (
 )
 from pricing.store.rows import _meta
 from pricing.store.schema import MeasurementRow
+from pricing.store.steady import steady_read
 
 VERSION_KEY = "measurements_version"
 _VERSION_SQL = f"SELECT value FROM store_meta WHERE key = '{VERSION_KEY}'"
@@ -65,8 +66,12 @@ def add_measurement(store: _Store, m: Measurement) -> tuple[Measurement, bool]:
 def list_measurements(store: _Store) -> list[Measurement]:
     """Every stored measurement, newest measurement first."""
     # Plain SQL: every answer reads this, and the Core statement costs twice as much.
-    with store._read() as conn:
-        return measurements_from(conn.exec_driver_sql(MEASUREMENTS_SQL).fetchall())
+    def read() -> tuple[Measurement, ...]:
+        with store._read() as conn:
+            return tuple(measurements_from(conn.exec_driver_sql(MEASUREMENTS_SQL).fetchall()))
+
+    # Every answer reads them; kept while nothing is committed (measurements are frozen models).
+    return list(steady_read(store, "measurements", read))
 
 
 def remove_measurement(store: _Store, measurement_id: str) -> bool:

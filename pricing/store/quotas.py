@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from optimizer.quotas import QuotaLimit
 from pricing.store.peek import read_only_rows
+from pricing.store.steady import steady_read
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -68,9 +69,13 @@ QUOTAS_SQL = (f"SELECT provider, region, code, quota_limit, name, source FROM qu
 
 
 def list_quotas(store: _Store) -> list[QuotaLimit]:
-    with store._read() as conn:
-        rows = conn.exec_driver_sql(QUOTAS_SQL).fetchall()
-    return [_limit(*r) for r in rows]
+    def read() -> tuple[QuotaLimit, ...]:
+        with store._read() as conn:
+            rows = conn.exec_driver_sql(QUOTAS_SQL).fetchall()
+        return tuple(_limit(*r) for r in rows)
+
+    # Every answer reads them; kept while nothing is committed (``QuotaLimit`` is frozen).
+    return list(steady_read(store, "quotas", read))
 
 
 def read_sqlite(path: Path) -> list[QuotaLimit]:

@@ -17,13 +17,13 @@ import logging
 import sqlite3
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import make_url
@@ -146,11 +146,16 @@ def _refuse_empty_file(path: Path) -> None:
 
 @dataclass(slots=True)
 class _Held:
-    """The connection ``PriceStore.reading`` holds for the reads inside it."""
+    """The connection ``PriceStore.reading`` holds for the reads inside it, opened by the first
+    read that reaches the database (none when every read was answered by ``PriceStore.steady``)."""
 
     store: PriceStore
-    conn: Connection
+    conn: Connection | None = None
+    opened: AbstractContextManager[Connection] | None = None
     broken: bool = False  # a read failed: the rest open their own connections
+
+
+T = TypeVar("T")
 
 
 _HELD: ContextVar[_Held | None] = ContextVar("gpucost_store_reading", default=None)
@@ -176,6 +181,7 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         self._marks_file = _sqlite_file(str(engine.url))
         self._marks: sqlite3.Connection | None = None
         self._marks_lock = threading.Lock()
+        self._steady: dict[str, tuple[int, Any]] = {}
 
     def __repr__(self) -> str:
         return f"PriceStore({self.engine.url.render_as_string(hide_password=True)!r})"
@@ -209,6 +215,26 @@ class PriceStore(Reads, Writes, History, Leases, Health):
                 return None
         return int(row[0])
 
+    def steady(self, name: str, read: Callable[[], T]) -> T:
+        """``read()``, or what it gave last time under ``name`` when nothing was committed to the
+        store since (``change_mark``); on PostgreSQL and in-memory SQLite always ``read()``.
+
+        For the small reads every answer makes (which snapshots are current, the measurements,
+        quotas and learnt calibration): while the prices stay as they are, an answer then opens no
+        connection and begins no transaction (``bench/store_reads.py``). The mark is taken before
+        reading, so a commit landing meanwhile changes it and the next call reads again. Each read
+        is one statement, as consistent as before; only reads that do reach the database share
+        ``reading``'s transaction. The value is shared between callers: they must not change it."""
+        mark = self.change_mark()
+        if mark is None:
+            return read()
+        kept = self._steady.get(name)
+        if kept is not None and kept[0] == mark:
+            return kept[1]  # type: ignore[no-any-return]
+        value = read()
+        self._steady[name] = (mark, value)
+        return value
+
     # -- transactions -------------------------------------------------------------------------
 
     @contextmanager
@@ -216,6 +242,9 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         held = _HELD.get()
         if held is not None and held.store is self and not held.broken:
             try:
+                if held.conn is None:
+                    held.opened = self.engine.connect()
+                    held.conn = held.opened.__enter__()
                 yield held.conn
             except SQLAlchemyError as exc:
                 # PostgreSQL refuses every later statement of a failed transaction: the reads
@@ -239,17 +268,24 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         (2-core machine, 2026-12-01): 256 us apart against 154 us together on SQLite, 2.24 ms
         against 1.21 ms on PostgreSQL over loopback. Only for reads: a write inside is refused
         (the held read would not see it, and an in-memory SQLite store has one connection per
-        thread), so the store is seeded first, and callers read here and compute and write after."""
+        thread), so the store is seeded first, and callers read here and compute and write after.
+        The connection is opened by the first read that reaches the database: when ``steady``
+        answers them all, none is."""
         if in_reading(self):
             yield
             return
         self.ensure_seeded()
-        with self._read() as conn:
-            token = _HELD.set(_Held(self, conn))
-            try:
-                yield
-            finally:
-                _HELD.reset(token)
+        held = _Held(self)
+        token = _HELD.set(held)
+        try:
+            yield
+        finally:
+            _HELD.reset(token)
+            if held.opened is not None:
+                try:
+                    held.opened.__exit__(None, None, None)
+                except SQLAlchemyError as exc:
+                    raise StoreError(f"price store read failed: {plain_error(exc)}") from exc
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:

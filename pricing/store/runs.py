@@ -32,6 +32,7 @@ from pricing.store.schema import (
     PlannedRunRow,
     StoreMetaRow,
 )
+from pricing.store.steady import steady_read
 
 _runs = PlannedRunRow.__table__
 _imports = BillImportRow.__table__
@@ -207,8 +208,13 @@ def calibration(store: Any) -> list[CalibrationFactor]:
         from pricing.store.calibration_peek import calibration_from_file
 
         return calibration_from_file(db_file)
-    with _read(store) as conn:  # plain SQL, shared with the sqlite3 path: every quote reads this
-        return factors_from(conn.exec_driver_sql(CALIBRATION_SQL).fetchall())
+    def read() -> tuple[Any, ...]:
+        with _read(store) as conn:  # plain SQL, shared with the sqlite3 path: every quote reads this
+            return tuple(conn.exec_driver_sql(CALIBRATION_SQL).fetchall())
+
+    # The rows are kept while nothing is committed, and made into factors (which callers may
+    # change) for each caller.
+    return factors_from(steady_read(store, "calibration", read))
 
 
 def version(store: Any) -> str:

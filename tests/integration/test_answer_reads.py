@@ -99,9 +99,19 @@ def test_a_quotes_reads_share_one_transaction(request: pytest.FixtureRequest, tm
             first = quote_answer(req, store)  # seeds the store and prepares the offers
             begins = _begins(store)
             again = quote_answer(req, store)
-            assert begins == ["begin"]
+            # SQLite tells that nothing was committed since (``PriceStore.steady``): the reads are
+            # kept and no transaction begins. PostgreSQL cannot tell: one transaction.
+            assert begins == ([] if backend == "sqlite" else ["begin"])
             assert again.model_dump(exclude={"solver"}) == first.model_dump(exclude={"solver"})
+            # After a commit every read goes to the database again, all in one transaction.
+            limits = [QuotaLimit("azure", "eastus", "standardNDSFamily", 24.0, "Azure quotas", None)]
+            replace_quotas(store, "azure", limits, NOW)
+            begins.clear()
+            third = quote_answer(req, store)
+            assert begins == ["begin"]
+            assert third.model_dump(exclude={"solver"}) == first.model_dump(exclude={"solver"})
             # Outside ``reading`` each of those reads begins its own transaction.
+            replace_quotas(store, "azure", limits, NOW)
             begins.clear()
             quote_calibration(req, store), list_quotas(store), list_measurements(store), store.current()
             assert len(begins) == 4
@@ -139,3 +149,44 @@ def test_a_write_inside_reading_is_refused(request: pytest.FixtureRequest, tmp_p
                 assert list_quotas(store) == limits
         finally:
             store.engine.dispose()
+
+
+def test_kept_reads_follow_every_commit_to_the_file(tmp_path: Path) -> None:
+    """``PriceStore.steady`` keeps the answer's reads on SQLite only while nothing is committed:
+    a write by another store on the same file (another process, a refresh worker) is read by the
+    very next call, and a write of the store's own likewise."""
+    url = f"sqlite:///{tmp_path / 'kept.sqlite'}"
+    store, other = open_store(url), open_store(url)
+    try:
+        first = store.current().snapshot_id()  # seeds the store (a commit)
+        assert list_quotas(store) == [] and list_measurements(store) == [] and runs.calibration(store) == []
+        begins = _begins(store)
+        assert list_quotas(store) == [] and list_measurements(store) == [] and runs.calibration(store) == []
+        assert store.current().snapshot_id() == first
+        assert begins == []  # nothing committed: nothing read again
+
+        limits = [QuotaLimit("aws", "us-east-1", "L-417A185B", 96.0, "AWS Service Quotas", "P instances")]
+        replace_quotas(other, "aws", limits, NOW)
+        assert list_quotas(store) == limits
+        m = checked(Measurement.model_validate(json.loads(RECORD_FILE.read_text(encoding="utf-8"))))
+        stored, _ = add_measurement(other, m)
+        assert list_measurements(store) == [stored]
+        with runs._write(other) as conn:
+            conn.execute(insert(runs._calib).values(provider="aws", gpu="A100", hours_factor=1.25,
+                                                    rate_factor=0.9, runs=["run-1"], updated_at=NOW))
+        (factor,) = runs.calibration(store)
+        assert factor.hours_factor == 1.25
+        # A caller changing its factors does not change what the next caller gets.
+        factor.hours_factor = 9.0
+        assert runs.calibration(store)[0].hours_factor == 1.25
+        # A refresh: the current snapshots change.
+        lam = [o for o in other.all_offers() if o.provider == "lambda" and o.price_hour]
+        other.replace_rows("lambda", [o.model_copy(update={"price_hour": o.price_hour * 1.01}) for o in lam],
+                           fetched_at=NOW, source="test")
+        assert store.current().snapshot_id() != first
+
+        remove_measurement(store, stored.id or "")  # the store's own write
+        assert list_measurements(store) == []
+    finally:
+        store.close()
+        other.close()
