@@ -386,8 +386,10 @@ def spot_risk_summary(
     runs = _trials(job, deadline_hours, fallback, n, lambda live, _step: rng.standard_exponential(live.size))
     od = on_demand_hourly_usd or 0.0
     cost_array = (runs.spot_hours * spot_hourly_usd + runs.on_demand_hours * od) * job.nodes
-    costs = sorted(cost_array.tolist())
-    hours = sorted(runs.hours.tolist())
+    # Sorted as arrays (the same values in the same order as ``sorted`` gives, a third of the
+    # time), then summed and indexed as Python floats, as before.
+    costs = np.sort(cost_array).tolist()
+    hours = np.sort(runs.hours).tolist()
     # The same run on demand from the start: what the price ratio alone would promise.
     od_cost = (job.setup_hours + job.train_hours) * od * job.nodes if on_demand_hourly_usd is not None else None
     expected_cost = sum(costs) / n

@@ -130,3 +130,44 @@ def test_the_mixed_model_solves_to_its_optimum() -> None:
     # b = 4 - a; cost 3a - 2(4 - a) + 0.5c + 7d = 5a - 8 + 0.5c + 7d; a = 0, c = -3, d = 0.
     assert r.status == OPTIMAL and r.objective == pytest.approx(-9.5)
     assert r.integer("a") == 0 and r.values["c"] == pytest.approx(-3.0)
+
+
+def test_a_threads_highs_is_reused_cleared_between_solves() -> None:
+    """Each thread solves on one HiGHS instance, cleared first: a solve after others (larger,
+    infeasible, with a gap or a time limit set) gives what it gives on a new thread, with the
+    default options again, and no problem keeps the instance."""
+    import importlib
+    import threading
+
+    solve_mod = importlib.import_module("optimizer.ilp.solve")  # the package exports the function
+
+    prob, best = _knapsack(5)
+    first = solve(prob, time_limit_s=10)
+    assert prob.solverModel is None  # let go: the next solve clears the instance
+    h = solve_mod._THREAD_HIGHS.highs
+    big, _ = _knapsack(6, n=16)
+    solve(big, time_limit_s=3, gap_rel=0.5)
+    bad = pulp.LpProblem("bad", pulp.LpMinimize)
+    y = pulp.LpVariable("y", lowBound=0, upBound=1)
+    bad += y
+    bad += y >= 2, "impossible"
+    assert solve(bad).status == "Infeasible"
+    again_prob, _ = _knapsack(5)
+    again = solve(again_prob, time_limit_s=10)
+    assert solve_mod._THREAD_HIGHS.highs is h  # one instance on this thread
+    assert (again.status, again.objective, again.values, again.gap) == (first.status, first.objective,
+                                                                        first.values, first.gap)
+    assert again.objective == pytest.approx(best)
+    cleared = solve_mod._cleared_highs()
+    assert cleared.getOptionValue("mip_rel_gap")[1] == pytest.approx(1e-4)  # the gap set above is gone
+    assert cleared.getNumCol() == 0
+
+    got: list[Any] = []
+    other_prob, _ = _knapsack(5)
+    t = threading.Thread(target=lambda: got.append((solve(other_prob, time_limit_s=10),
+                                                    solve_mod._THREAD_HIGHS.highs)))
+    t.start()
+    t.join()
+    (other, other_h), = got
+    assert other_h is not h
+    assert (other.objective, other.values) == (first.objective, first.values)
