@@ -4,7 +4,7 @@ why the rest were rejected, and what the solver did."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -109,7 +109,9 @@ def build_quote(
     counts: Mapping[str, int],
 ) -> Quote:
     quick = fastest(pareto)
-    details: dict[str, Any] = {"assumptions": asdict(assumptions), **counts}
+    # ``asdict`` copies each field deeply; these are plain numbers and flags.
+    details: dict[str, Any] = {"assumptions": {f.name: getattr(assumptions, f.name) for f in fields(assumptions)},
+                               **counts}
     return Quote(
         best=to_option(best) if best is not None else None,
         options=ranked_options(best, ranked, top),

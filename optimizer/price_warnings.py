@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from statistics import median
 
+from optimizer.estimator.memo import LruMemo
 from optimizer.offer import Offer
 from optimizer.results import Option
 
@@ -86,6 +87,32 @@ def _offer_of(option: Option, by_key: Mapping[tuple[str, str, str], list[Offer]]
     return found[0] if found else None
 
 
+_TypeKey = tuple[str, "str | None", str]
+# Each shared offer list's offers by (provider, region, instance type), with their places in it: a
+# quote looks up the few its options name rather than scanning every offer. Kept per list object
+# (``offer_groups.OfferList``, never changed); each entry holds its list, so the id stays its own.
+_BY_TYPE: LruMemo[int, tuple[Sequence[Offer], dict[_TypeKey, list[tuple[int, Offer]]]]] = LruMemo(64)
+
+
+def _offers_of_types(offers: Sequence[Offer], wanted: set[tuple[str, str, str]]) -> list[tuple[int, Offer]]:
+    """The offers of ``wanted`` (provider, region or "", instance type) types, with their places,
+    in the order of ``offers``."""
+    from optimizer.candidates.offer_groups import OfferList
+
+    if not isinstance(offers, OfferList):
+        return [(i, off) for i, off in enumerate(offers) if (off.provider, off.region, off.instance_type) in wanted]
+
+    def index() -> dict[_TypeKey, list[tuple[int, Offer]]]:
+        table: dict[_TypeKey, list[tuple[int, Offer]]] = {}
+        for i, off in enumerate(offers):
+            table.setdefault((off.provider, off.region, off.instance_type), []).append((i, off))
+        return table
+
+    table = _BY_TYPE.get_or_compute(id(offers), lambda: (offers, index()))[1]
+    # An offer without a region is never wanted: options name theirs as "" (as scanning compared).
+    return sorted((row for k in wanted for row in table.get(k, ())), key=lambda row: row[0])
+
+
 def implausible_warnings(
     options: Sequence[Option], offers: Sequence[Offer], reference: Sequence[Offer] | None = None
 ) -> list[str]:
@@ -95,10 +122,8 @@ def implausible_warnings(
         return []
     wanted_types = {(o.provider, o.region or "", o.instance_type) for o in cloud}
     by_key: dict[tuple[str, str, str], list[Offer]] = {}
-    for off in offers:
-        k = (off.provider, off.region, off.instance_type)
-        if k in wanted_types:
-            by_key.setdefault(k, []).append(off)
+    for _, off in _offers_of_types(offers, wanted_types):
+        by_key.setdefault((off.provider, off.region, off.instance_type), []).append(off)  # type: ignore[arg-type]
     levels = usual_levels(offers if reference is None else reference, {(o.provider, o.gpu) for o in cloud})
     out: list[str] = []
     seen: set[tuple[str, str, str]] = set()
@@ -240,8 +265,8 @@ def currency_notes(options: Sequence[Option], offers: Sequence[Offer]) -> list[s
     """For options priced in another currency: the dated rate the price was converted at."""
     wanted = {(o.provider, o.region or "", o.instance_type) for o in options if o.kind == "cloud"}
     out: list[str] = []
-    for off in offers:
-        if (off.provider, off.region, off.instance_type) in wanted and off.currency != "USD":
+    for _, off in _offers_of_types(offers, wanted):
+        if off.currency != "USD":
             note = _FX_NOTE.search(off.source)
             if note:
                 text = f"converted price: {off.provider}/{off.instance_type} is priced in {off.currency}; {note.group(0)}"

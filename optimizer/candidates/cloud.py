@@ -289,13 +289,18 @@ def _sharding_calls(workload: Workload, count: int, shardings: ShardingChoices) 
     return list(shardings(workload.sharding, count))
 
 
-def _fed_variants(cfgs: list[_Config], members: list[Offer], gpu: str, image_size: int) -> list[_Config]:
-    """Each configuration as run on the CPU-short hosts of ``members``: slower by what their cores
-    (or GPU JPEG decoding) can feed, with a note; none below the 70 % floor (``candidates.feeding``).
-    A variant asks for exactly its host's vCPUs, so larger hosts keep the full-speed configuration,
-    which costs them less."""
+def _host_vcpus(members: list[Offer]) -> list[float]:
+    """The distinct vCPU counts of ``members``' hosts, ascending."""
+    return sorted({float(o.vcpus) for o in members if o.vcpus is not None})
+
+
+def _fed_variants(cfgs: list[_Config], vcpus: list[float], gpu: str, image_size: int) -> list[_Config]:
+    """Each configuration as run on the CPU-short hosts among ``vcpus`` (a group's distinct vCPU
+    counts, ascending, ``_host_vcpus``): slower by what their cores (or GPU JPEG decoding) can
+    feed, with a note; none below the 70 % floor (``candidates.feeding``). A variant asks for
+    exactly its host's vCPUs, so larger hosts keep the full-speed configuration, which costs them less."""
     need = max((c.cores_per_node for c in cfgs), default=0.0)
-    short = sorted({float(o.vcpus) for o in members if o.vcpus is not None and o.vcpus < need})
+    short = [v for v in vcpus if v < need]
     if not short:
         return []  # every host feeds every configuration
     out: list[_Config] = []
@@ -423,6 +428,14 @@ class _Group:
     fabric: bool = False
     offers: list[Offer] = field(default_factory=list)
     subscription: SubscriptionLimits | None = None  # a plan's limits (``optimizer.subscriptions``)
+    # ``_host_vcpus(offers)``, worked out on first use: a group is kept across requests with its
+    # view's offers (``_filter_offers``), and its offers do not change once grouped.
+    vcpus: list[float] | None = None
+
+    def host_vcpus(self) -> list[float]:
+        if self.vcpus is None:
+            self.vcpus = _host_vcpus(self.offers)
+        return self.vcpus
 
 
 def _screened(o: Offer, screen: PriceScreen, allow_spot: bool, tally: RejectionTally) -> Offer | None:
@@ -590,7 +603,8 @@ def cloud_candidates(
                 for o in members:
                     tally.add(base_reason or UNSUPPORTED, _offer_label(o))
                 continue
-            live = live + _fed_variants(live, members, group.gpu, workload.image_size)
+            vcpus = group.host_vcpus() if provider is None else _host_vcpus(members)
+            live = live + _fed_variants(live, vcpus, group.gpu, workload.image_size)
             if group.subscription is not None:
                 live = [_in_sessions(c, group.subscription) for c in live]
             feasible_offers += _price_group(

@@ -73,3 +73,31 @@ def test_no_level_no_verdict() -> None:
     # Fewer than three offers of a GPU at a provider: no usual level to compare against.
     lone = _offer("only", 0.1)
     assert price_warnings([_option(lone)], [lone], {}, now=NOW) == []
+
+
+def test_a_shared_offer_list_gives_the_warnings_a_plain_list_gives() -> None:
+    """On a shared ``OfferList`` the options' offers are looked up in an index kept per list
+    (built once), not scanned for: the same warnings, in the same order, as on a plain list;
+    one kept index per list, and another list gets its own."""
+    from optimizer.candidates.offer_groups import OfferList
+    from optimizer.price_warnings import _BY_TYPE
+
+    dear, cheap, odd = _offer("x", 9.0), _offer("y", 1.0), _offer("swapped", 3.3, spot=4.0)
+    cny = [_offer(f"ecs.gn{i}", 3.3, provider="alibaba", region="cn-shanghai", currency="CNY",
+                  source=f"list price; USD at 0.14{i} USD/CNY (rate of 2023-06-1{i})") for i in range(3)]
+    no_region = _offer("x", 9.0, region="")  # an offer without a region is never an option's row
+    offers = [*MARKET, cny[2], dear, no_region, cheap, cny[0], odd, cny[1], dear]
+    # Options in another order than the catalog's: notes follow the catalog.
+    options = [_option(cny[1]), _option(odd, "spot"), _option(cheap), _option(cny[0]), _option(dear), _option(cny[2])]
+    plain = price_warnings(options, offers, {}, now=NOW)
+    # Implausible prices in the options' order, converted ones in the catalog's.
+    assert [w.split(" ")[2] for w in plain] == ["aws/swapped", "aws/y", "aws/x", "alibaba/ecs.gn2", "alibaba/ecs.gn0",
+                                                "alibaba/ecs.gn1"]
+    shared = OfferList(offers)
+    assert price_warnings(options, shared, {}, now=NOW) == plain
+    entry = _BY_TYPE.get_or_compute(id(shared), lambda: (None, None))
+    assert entry[0] is shared  # kept with its list
+    assert price_warnings(options[:2], shared, {}, now=NOW) == price_warnings(options[:2], offers, {}, now=NOW)
+    other = OfferList([*MARKET, cheap])
+    assert price_warnings([_option(cheap)], other, {}, now=NOW) == price_warnings([_option(cheap)], [*MARKET, cheap],
+                                                                                  {}, now=NOW)
