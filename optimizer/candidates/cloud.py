@@ -573,9 +573,11 @@ def cloud_candidates(
         gpn = group.gpus_per_node
         # Quota and max-GPU limits differ by provider only through the quota, so build the
         # configurations per provider when quotas are set.
-        by_provider: dict[str | None, list[Offer]] = {}
-        for o in group.offers:
-            by_provider.setdefault(o.provider if quotas else None, []).append(o)
+        by_provider: dict[str | None, list[Offer]] = {None: group.offers}
+        if quotas:
+            by_provider = {}
+            for o in group.offers:
+                by_provider.setdefault(o.provider, []).append(o)
         for provider, members in by_provider.items():
             if gpn > max_gpus:
                 for o in members:
@@ -718,17 +720,20 @@ def _price_group(
                     break  # later configurations of this offer only cost more
             for i, f, need_ram, need_cpu, cfg_hours in steps:
                 disk = cfgs[i].disk_gb_per_node
-                for price, disk_rate, ram, cpu, o in sorted(
-                    priced, key=lambda r: (r[0] + r[1] * disk) * f + egress_of.get(id(r[4]), 0.0)
-                ):
+                # The cheapest offer whose host takes the configuration, the first one on ties: what
+                # walking them in (stable) cost order finds first, in one pass.
+                found: Offer | None = None
+                cost = inf
+                for price, disk_rate, ram, cpu, o in priced:
                     if ram < need_ram or cpu < need_cpu:
                         continue
-                    cost = (price + disk_rate * disk) * f + egress_of.get(id(o), 0.0)
-                    if cost <= cap_budget:
-                        prev = best_for_cfg.get((i, p))
-                        if prev is None or cost < prev[0]:
-                            best_for_cfg[(i, p)] = (cost, o, cfg_hours)
-                    break
+                    c = (price + disk_rate * disk) * f + egress_of.get(id(o), 0.0)
+                    if found is None or c < cost:
+                        found, cost = o, c
+                if found is not None and cost <= cap_budget:
+                    prev = best_for_cfg.get((i, p))
+                    if prev is None or cost < prev[0]:
+                        best_for_cfg[(i, p)] = (cost, found, cfg_hours)
 
     feasible = 0
     for o in members:
