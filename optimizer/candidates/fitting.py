@@ -4,12 +4,17 @@ Shared by cloud and local option generation (``batch`` and ``headroom`` hold the
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
+from optimizer.candidates.amounts import amount_key, moved_estimate
 from optimizer.candidates.batch import idle_warning, recipe_reason
-from optimizer.candidates.estimator import Estimator, _estimate
+from optimizer.candidates.estimator import Estimator, _estimate, default_estimator
 from optimizer.candidates.headroom import is_safe, safer, tight_warning
 from optimizer.candidates.rejections import NO_VRAM_MARGIN
+from optimizer.estimator.amounts import BASIS_KEY, AmountBasis
+from optimizer.estimator.estimate import on_clear
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate
 
@@ -19,6 +24,15 @@ class Settled:
     est: Estimate | None  # None: rejected for ``reason``
     reason: str | None
     warnings: tuple[str, ...] = ()
+
+
+# What ``settle`` makes of the product's own estimates depends on memory and the recipe, never on
+# the amount of training (tokens, samples, epochs): it is kept per workload without its amount, and
+# what it chose is moved to another amount as a kept estimate is (``candidates.amounts``). A quote
+# that only changes the amount then searches no headroom again (local builds near their card's
+# capacity did, each time). Bounded like the estimator's memos, forgotten with them.
+_SETTLED: LruMemo[tuple[object, ...], tuple[Settled, bool]] = LruMemo(4096)
+on_clear(_SETTLED.clear)
 
 
 def settle(
@@ -35,7 +49,40 @@ def settle(
 
     A fitting but tight recipe is swapped for the fastest one with headroom; without one it stays
     with a warning, or is rejected when the request set ``safety_margin``. Estimates that do not fit
-    pass through unchanged (the caller rejects them for VRAM)."""
+    pass through unchanged (the caller rejects them for VRAM). ``est``: the estimator's estimate of
+    ``workload`` on ``used`` x its GPU under ``sharding``."""
+    if inspect.unwrap(estimator) is not default_estimator() or not isinstance(
+        est.details.get(BASIS_KEY) if est.details else None, AmountBasis
+    ):
+        return _settle(estimator, workload, est, gpus=gpus, used=used, sharding=sharding, margin=margin)
+    # The estimate is the estimator's for these: its amount-free figures only guard the key.
+    key = (amount_key(workload), est.gpu, used, sharding, gpus, margin,
+           est.fits, est.memory_gb.total_per_gpu, est.tokens_per_second)
+
+    def compute() -> tuple[Settled, bool]:
+        got = _settle(estimator, workload, est, gpus=gpus, used=used, sharding=sharding, margin=margin)
+        return got, got.est is not est
+
+    kept, changed = _SETTLED.get_or_compute(key, compute)
+    if kept.est is None:
+        return kept
+    if not changed:  # the estimate given, as it is
+        return Settled(est, None, kept.warnings)
+    moved = moved_estimate(kept.est, workload)
+    assert not isinstance(moved, str)
+    return Settled(moved, None, kept.warnings)
+
+
+def _settle(
+    estimator: Estimator,
+    workload: Workload,
+    est: Estimate,
+    *,
+    gpus: int,
+    used: int,
+    sharding: str | None,
+    margin: float | None,
+) -> Settled:
     reason = recipe_reason(est, gpus)
     if reason is not None:
         return Settled(None, reason)

@@ -103,3 +103,48 @@ def test_an_entry_whose_figures_the_move_does_not_reproduce_is_not_moved() -> No
     off[live] = dataclasses.replace(cfgs[live], train_hours=cfgs[live].train_hours * 1.001)
     assert KeptMoves(off, w, g.gpus_per_node, None).at(other) is None
     assert set(MOVED_FIELDS) <= {f.name for f in dataclasses.fields(cfgs[live])}
+
+
+@pytest.mark.parametrize("margin", [None, 0.15])
+@pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
+def test_local_options_after_another_amount_are_the_cold_ones(w: Workload, margin: float | None) -> None:
+    """What ``settle`` chose for the local builds (headroom, idle GPUs) is kept across amounts of
+    training (``candidates.fitting``): the options and rejections for an amount are the same
+    whether computed cold or right after another amount, and the second computes no headroom
+    search again."""
+    from optimizer.candidates import fitting, headroom
+    from optimizer.candidates.amounts import MovingMemo
+    from optimizer.candidates.local import local_candidates
+    from tests.unit.plan_workloads import bundled
+
+    builds = bundled()[1]
+    c = Constraints(safety_margin=margin)
+
+    def local(wl: Workload) -> tuple[list[Any], dict[str, int], list[Any]]:
+        tally, memo = RejectionTally(), MovingMemo(wl)
+        got = local_candidates(wl, c, builds, runs=2, estimator=default_estimator(), shardings=default_shardings(),
+                               assumptions=CostAssumptions(), tally=tally, memo=memo)
+        return got, dict(tally.counts), sorted(memo)
+
+    searched: list[int] = []
+    real_safer = headroom.safer
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        searched.append(1)
+        return real_safer(*args, **kw)
+
+    for factor in (0.6, 45.0):
+        other = _scaled(w, factor)
+        clear_cache()
+        cold = local(other)
+        clear_cache()
+        local(w)
+        fitting.safer = counted  # type: ignore[assignment]
+        try:
+            searched.clear()
+            again = local(other)
+        finally:
+            fitting.safer = real_safer  # type: ignore[assignment]
+        assert again == cold
+        assert not searched
+    clear_cache()
