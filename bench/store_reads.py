@@ -6,8 +6,11 @@ Every quote first reads which snapshots are current, the stored measurements, th
 learnt from bills and the quotas. On a fresh SQLite store seeded with the bundled snapshot (and on
 PostgreSQL when ``--pg-url`` names a database it may fill), times those four reads made one after
 the other as each reader makes them alone (a pool checkout, a BEGIN and a rollback each) and made
-inside ``PriceStore.reading()`` (one of each for all four), the two taken in turn; and four
-``SELECT 1`` the same two ways, for what the statements themselves cost. Then the answer cache's
+inside ``PriceStore.reading()`` (one of each for all four), the two taken in turn, both reading
+the database (``PriceStore.steady`` bypassed); and four ``SELECT 1`` the same two ways, for what
+the statements themselves cost. Then the four reads as an answer makes them now: inside
+``reading()`` with ``steady`` on, which on SQLite, while nothing is committed, gives back what it
+read last (one ``PRAGMA data_version`` each) and opens no connection. Then the answer cache's
 version of the prices (``service.api.answer_cache.StoreVersion``): read (three reads) against
 told unchanged by ``PriceStore.change_mark`` (SQLite's ``PRAGMA data_version``; PostgreSQL has no
 such look, and it is read each time). Prints p50 per way.
@@ -60,19 +63,34 @@ def compare(label: str, url: str, runs: int) -> None:
                     fn()
             return run
 
+        def from_database(fn: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                store.steady = lambda _name, read: read()  # type: ignore[method-assign]
+                try:
+                    fn()
+                finally:
+                    del store.steady
+            return run
+
         for name, fn in (("the answer's four reads", answer_reads), ("four SELECT 1", trivial)):
             apart: list[float] = []
             shared: list[float] = []
             for i in range(runs):
                 if i % 2:
-                    apart.append(timed(fn))
-                    shared.append(timed(inside(fn)))
+                    apart.append(timed(from_database(fn)))
+                    shared.append(timed(from_database(inside(fn))))
                 else:
-                    shared.append(timed(inside(fn)))
-                    apart.append(timed(fn))
+                    shared.append(timed(from_database(inside(fn))))
+                    apart.append(timed(from_database(fn)))
             a, s = statistics.median(apart), statistics.median(shared)
             print(f"  {label:10} {name:24} each alone {a * 1e6:7.1f} us   in one reading() {s * 1e6:7.1f} us"
                   f"   (x{s / a:.2f})")
+        kept = [timed(inside(answer_reads)) for _ in range(runs)]
+        k = statistics.median(kept)
+        told = store.change_mark() is not None
+        print(f"  {label:10} {'the four, as answered':24} {k * 1e6:7.1f} us"
+              + (f"   (x{k / s:.2f} one reading() of the database: nothing committed, the reads kept)"
+                 if told else "   (cannot tell what changed: read each time)"))
         version_reads(label, store, runs)
     finally:
         store.close()
