@@ -74,6 +74,7 @@ except ImportError:  # not on Windows: openers there do without the creation loc
     fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def open_store(db_url: str | None = None, *, seed: SeedLoader | None = None) -> PriceStore:
@@ -153,9 +154,6 @@ class _Held:
     conn: Connection | None = None
     opened: AbstractContextManager[Connection] | None = None
     broken: bool = False  # a read failed: the rest open their own connections
-
-
-T = TypeVar("T")
 
 
 _HELD: ContextVar[_Held | None] = ContextVar("gpucost_store_reading", default=None)

@@ -107,7 +107,9 @@ def test_an_entry_whose_figures_the_move_does_not_reproduce_is_not_moved() -> No
 
 @pytest.mark.parametrize("margin", [None, 0.15])
 @pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
-def test_local_options_after_another_amount_are_the_cold_ones(w: Workload, margin: float | None) -> None:
+def test_local_options_after_another_amount_are_the_cold_ones(
+    w: Workload, margin: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What ``settle`` chose for the local builds (headroom, idle GPUs) is kept across amounts of
     training (``candidates.fitting``): the options and rejections for an amount are the same
     whether computed cold or right after another amount, and the second computes no headroom
@@ -139,12 +141,10 @@ def test_local_options_after_another_amount_are_the_cold_ones(w: Workload, margi
         cold = local(other)
         clear_cache()
         local(w)
-        fitting.safer = counted  # type: ignore[assignment]
-        try:
+        with monkeypatch.context() as m:
+            m.setattr(fitting, "safer", counted)
             searched.clear()
             again = local(other)
-        finally:
-            fitting.safer = real_safer  # type: ignore[assignment]
         assert again == cold
         assert not searched
     clear_cache()
