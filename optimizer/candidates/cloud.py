@@ -432,10 +432,19 @@ class _Group:
     # view's offers (``_filter_offers``), and its offers do not change once grouped.
     vcpus: list[float] | None = None
 
+    # ``_offer_tables(offers, spot)`` per spot flag, worked out on first use, likewise.
+    tables: dict[bool, _OfferTables] = field(default_factory=dict)
+
     def host_vcpus(self) -> list[float]:
         if self.vcpus is None:
             self.vcpus = _host_vcpus(self.offers)
         return self.vcpus
+
+    def offer_tables(self, spot: bool) -> _OfferTables:
+        got = self.tables.get(spot)
+        if got is None:
+            got = self.tables[spot] = _offer_tables(self.offers, spot)
+        return got
 
 
 def _screened(o: Offer, screen: PriceScreen, allow_spot: bool, tally: RejectionTally) -> Offer | None:
@@ -612,6 +621,7 @@ def cloud_candidates(
             feasible_offers += _price_group(
                 group.gpu, live, members, pricings, runs, deadline, budget, assumptions,
                 config_best, per_offer, tally, so,
+                tables=group.offer_tables("spot" in pricings) if provider is None else None,
             )
     frontier = [_cloud_candidate(o, gpu, cfg, p, runs, assumptions, so) for o, gpu, cfg, p in _frontier_rows(config_best)]
     return frontier, per_offer, feasible_offers
@@ -641,6 +651,52 @@ def _frontier_rows(
     return out
 
 
+# Spot rate key (rate, notice) of an offer's reclaim rate; None on demand.
+_RateKey = tuple[float, float] | None
+# An offer's price, its block storage per GB-hour, its host's RAM and vCPUs (inf: not stated), itself.
+_Priced = tuple[float, float, float, float, Offer]
+
+
+@dataclass(frozen=True, slots=True)
+class _OfferTables:
+    """What pricing a group reads of its offers alone, whatever the configurations: each offer's spot
+    rate, the offers by billing rule (increment, minimum, rate) and, per pricing and rule, their
+    prices. The same for every request on the same offers (``_Group.offer_tables``)."""
+
+    rates: dict[int, spot_risk.SpotRate]  # id(offer) -> its reclaim rate (with spot only)
+    rules: dict[tuple[int, int, _RateKey], list[Offer]]
+    rate_of: dict[_RateKey, spot_risk.SpotRate | None]
+    priced: dict[tuple[bool, int, int, _RateKey], list[_Priced]]  # (spot, rule) -> offers with that price
+
+
+def _offer_tables(members: list[Offer], spot: bool) -> _OfferTables:
+    # Spot hours depend on the offer's reclaim rate and notice (``optimizer.spot_risk``), so with
+    # spot the offers are grouped by those too: within a rule every configuration costs price x factor.
+    rates = {id(o): spot_risk.spot_rate(o.provider, o.region, o.instance_type) for o in members} if spot else {}
+    rules: dict[tuple[int, int, _RateKey], list[Offer]] = {}
+    rate_of: dict[_RateKey, spot_risk.SpotRate | None] = {}
+    for o in members:
+        r = rates.get(id(o))
+        rk = r.key if r is not None else None
+        rate_of.setdefault(rk, r)
+        rules.setdefault((o.billing_increment_s, o.min_billing_s, rk), []).append(o)
+    inf = float("inf")
+    priced: dict[tuple[bool, int, int, _RateKey], list[_Priced]] = {}
+    for (inc, mn, rk), offs in rules.items():
+        for p_spot in ((False, True) if spot else (False,)):
+            # Block storage is billed over the same hours as the instance, so an offer's hourly
+            # rate for config i is its price plus the job's disk at its storage rate.
+            rows: list[_Priced] = []
+            for o in offs:
+                price = o.spot_price_hour if p_spot else o.price_hour
+                if price is not None:
+                    disk_rate = (o.storage_usd_per_gb_month or 0.0) / costs.HOURS_PER_MONTH
+                    rows.append((price, disk_rate, inf if o.ram_gb is None else o.ram_gb,
+                                 inf if o.vcpus is None else o.vcpus, o))
+            priced[(p_spot, inc, mn, rk)] = rows
+    return _OfferTables(rates, rules, rate_of, priced)
+
+
 def _price_group(
     gpu: str,
     cfgs: list[_Config],
@@ -654,25 +710,18 @@ def _price_group(
     per_offer: list[tuple[float, float, Offer, str, _Config, Pricing]],
     tally: RejectionTally,
     so: spot_risk.SpotOptions = spot_risk.SpotOptions(),
+    tables: _OfferTables | None = None,
 ) -> int:
     """Price every offer of one group; returns how many offers had a feasible configuration.
+    ``tables``: ``_offer_tables(members, "spot" in pricings)``, when the caller keeps them.
 
     The cost of config i on offer o is ``price(o) * nodes(i) * billed(wall(i), rule(o))``: for one
     billing rule the configurations rank the same on every offer. So each offer walks that ranking
     and stops at the first configuration its host can take (costs only rise from there, so a
     budget miss ends the walk too); each configuration walks the offers by price likewise.
     """
-    # Spot hours depend on the offer's reclaim rate and notice (``optimizer.spot_risk``), so with
-    # spot the offers are grouped by those too: within a rule every configuration costs price x factor.
-    rates = {id(o): spot_risk.spot_rate(o.provider, o.region, o.instance_type) for o in members} if (
-        "spot" in pricings) else {}
-    rules: dict[tuple[int, int, tuple[float, float] | None], list[Offer]] = {}
-    rate_of: dict[tuple[float, float] | None, spot_risk.SpotRate | None] = {}
-    for o in members:
-        r = rates.get(id(o))
-        rk = r.key if r is not None else None
-        rate_of.setdefault(rk, r)
-        rules.setdefault((o.billing_increment_s, o.min_billing_s, rk), []).append(o)
+    t = tables if tables is not None else _offer_tables(members, "spot" in pricings)
+    rates, rules, rate_of = t.rates, t.rules, t.rate_of
     wall: dict[tuple[int, Pricing, tuple[float, float] | None], float] = {}
     for i, c in enumerate(cfgs):
         for rk, r in rate_of.items():
@@ -697,17 +746,9 @@ def _price_group(
             order = sorted(on_time, key=lambda i: (factor[i], wall[(i, p, rk)]))
             # Per config in cost order: (index, cost factor, RAM and vCPUs a node needs, hours).
             steps = [(i, factor[i], cfgs[i].ram_gb_per_node, cfgs[i].cores_per_node, wall[(i, p, rk)]) for i in order]
-            # Block storage is billed over the same hours as the instance, so an offer's hourly
-            # rate for config i is its price plus the job's disk at its storage rate.
-            priced: list[tuple[float, float, float, float, Offer]] = []
+            priced = t.priced[(spot, inc, mn, rk)]
             # Egress is paid per run whatever the configuration: the same for every step of an offer.
             egress_of = {id(o): _egress_per_run_usd(o, a) * runs for o in offs} if a.egress_gb_per_run else {}
-            for o in offs:
-                price = o.spot_price_hour if spot else o.price_hour
-                if price is not None:
-                    disk_rate = (o.storage_usd_per_gb_month or 0.0) / costs.HOURS_PER_MONTH
-                    priced.append((price, disk_rate, inf if o.ram_gb is None else o.ram_gb,
-                                   inf if o.vcpus is None else o.vcpus, o))
             for price, disk_rate, ram, cpu, o in priced:
                 for i, f, need_ram, need_cpu, hours in steps:
                     if ram < need_ram or cpu < need_cpu:

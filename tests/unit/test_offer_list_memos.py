@@ -82,3 +82,19 @@ def test_an_offer_list_cannot_be_changed_and_pickles_whole() -> None:
     lookup, plain = quotas.vcpus_lookup(view), quotas.vcpus_lookup(list(view))
     for o in view[:50]:
         assert lookup(o.provider, o.region, o.instance_type) == plain(o.provider, o.region, o.instance_type)
+
+
+def test_a_groups_offer_tables_are_made_once_and_equal_fresh_ones() -> None:
+    """What pricing reads of a group's offers alone (spot rates, billing rules, prices) is made
+    once per group and spot flag, kept with the group, and equals tables made afresh."""
+    c = Constraints(allow_spot=True)
+    groups = cloud._filter_offers(served_offers(c), c, RejectionTally())
+    spot_priced = 0
+    for g in groups.values():
+        for spot in (False, True):
+            kept = g.offer_tables(spot)
+            assert g.offer_tables(spot) is kept
+            assert kept == cloud._offer_tables(g.offers, spot)
+            spot_priced += sum(len(rows) for (s, *_), rows in kept.priced.items() if s)
+        assert not g.offer_tables(False).rates and not any(s for s, *_ in g.offer_tables(False).priced)
+    assert spot_priced > 0  # the catalog has spot prices: the spot tables were compared on rows
