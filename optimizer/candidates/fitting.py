@@ -44,14 +44,17 @@ def settle(
     used: int,
     sharding: str | None,
     margin: float | None,
+    across_amounts: bool = False,
 ) -> Settled:
     """``est`` (on ``used`` of the option's ``gpus``) checked for the global batch and headroom.
 
     A fitting but tight recipe is swapped for the fastest one with headroom; without one it stays
     with a warning, or is rejected when the request set ``safety_margin``. Estimates that do not fit
     pass through unchanged (the caller rejects them for VRAM). ``est``: the estimator's estimate of
-    ``workload`` on ``used`` x its GPU under ``sharding``."""
-    if inspect.unwrap(estimator) is not default_estimator() or not isinstance(
+    ``workload`` on ``used`` x its GPU under ``sharding``. ``across_amounts``: keep the choice for
+    other amounts of training (``_SETTLED``), for callers whose results are not kept otherwise
+    (cloud configurations are, with what they settled: ``cloud._kept``)."""
+    if not across_amounts or inspect.unwrap(estimator) is not default_estimator() or not isinstance(
         est.details.get(BASIS_KEY) if est.details else None, AmountBasis
     ):
         return _settle(estimator, workload, est, gpus=gpus, used=used, sharding=sharding, margin=margin)

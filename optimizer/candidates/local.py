@@ -92,7 +92,7 @@ def local_candidates(
                     reason = _deeper(reason, est)
                     continue
                 settled = settle(estimator, workload, est, gpus=total, used=used, sharding=sharding,
-                                 margin=constraints.safety_margin)
+                                 margin=constraints.safety_margin, across_amounts=True)
                 if settled.est is None:
                     reason = _deeper(reason, settled.reason or UNSUPPORTED)
                     continue
