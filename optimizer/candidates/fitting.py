@@ -30,8 +30,9 @@ class Settled:
 # the amount of training (tokens, samples, epochs): it is kept per workload without its amount, and
 # what it chose is moved to another amount as a kept estimate is (``candidates.amounts``). A quote
 # that only changes the amount then searches no headroom again (local builds near their card's
-# capacity did, each time). Bounded like the estimator's memos, forgotten with them.
-_SETTLED: LruMemo[tuple[object, ...], tuple[Settled, bool]] = LruMemo(4096)
+# capacity did, each time). Bounded like the estimator's memos, forgotten with them. An entry holds
+# an estimate only where ``settle`` chose another one: the estimate it was given stays the caller's.
+_SETTLED: LruMemo[tuple[object, ...], tuple[str, Settled]] = LruMemo(4096)
 on_clear(_SETTLED.clear)
 
 
@@ -62,15 +63,20 @@ def settle(
     key = (amount_key(workload), est.gpu, used, sharding, gpus, margin,
            est.fits, est.memory_gb.total_per_gpu, est.tokens_per_second)
 
-    def compute() -> tuple[Settled, bool]:
+    def compute() -> tuple[str, Settled]:
         got = _settle(estimator, workload, est, gpus=gpus, used=used, sharding=sharding, margin=margin)
-        return got, got.est is not est
+        if got.est is None:
+            return "rejected", got
+        if got.est is est:
+            return "given", Settled(None, None, got.warnings)
+        return "chosen", got
 
-    kept, changed = _SETTLED.get_or_compute(key, compute)
-    if kept.est is None:
+    how, kept = _SETTLED.get_or_compute(key, compute)
+    if how == "rejected":
         return kept
-    if not changed:  # the estimate given, as it is
+    if how == "given":  # the estimate given, as it is
         return Settled(est, None, kept.warnings)
+    assert kept.est is not None
     moved = moved_estimate(kept.est, workload)
     assert not isinstance(moved, str)
     return Settled(moved, None, kept.warnings)
