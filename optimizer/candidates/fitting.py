@@ -58,13 +58,13 @@ def settle(
     if not across_amounts or inspect.unwrap(estimator) is not default_estimator() or not isinstance(
         est.details.get(BASIS_KEY) if est.details else None, AmountBasis
     ):
-        return _settle(estimator, workload, est, gpus=gpus, used=used, sharding=sharding, margin=margin)
+        return _settle(estimator, workload, est, gpus, used, sharding, margin)
     # The estimate is the estimator's for these: its amount-free figures only guard the key.
     key = (amount_key(workload), est.gpu, used, sharding, gpus, margin,
            est.fits, est.memory_gb.total_per_gpu, est.tokens_per_second)
 
     def compute() -> tuple[str, Settled]:
-        got = _settle(estimator, workload, est, gpus=gpus, used=used, sharding=sharding, margin=margin)
+        got = _settle(estimator, workload, est, gpus, used, sharding, margin)
         if got.est is None:
             return "rejected", got
         if got.est is est:
@@ -82,16 +82,9 @@ def settle(
     return Settled(moved, None, kept.warnings)
 
 
-def _settle(
-    estimator: Estimator,
-    workload: Workload,
-    est: Estimate,
-    *,
-    gpus: int,
-    used: int,
-    sharding: str | None,
-    margin: float | None,
-) -> Settled:
+def _settle(estimator: Estimator, workload: Workload, est: Estimate, gpus: int, used: int, sharding: str | None,
+            margin: float | None) -> Settled:
+    """``settle`` itself, with nothing kept."""
     reason = recipe_reason(est, gpus)
     if reason is not None:
         return Settled(None, reason)
