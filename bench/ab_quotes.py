@@ -1,13 +1,13 @@
 """This working tree against an earlier revision, over HTTP, every quote new and the two interleaved.
 
     .venv/bin/python bench/ab_quotes.py [--base HEAD~1] [--kinds restricted,open,model] [--n 200]
-        [--skypilot-catalog ../shared/reference/skypilot-catalog]
+        [--skypilot-catalog ../shared/reference/skypilot-catalog] [--pg-url postgresql+psycopg://...]
 
 On a shared machine a figure measured at 19:40 and one measured at 19:50 can differ by half
 (``docs/performance-distinct.md``), so comparing a change with the code before it in two runs
 measures the machine. This bench runs both at once: ``--base`` is checked out into a temporary
 git worktree, each side gets its own ``gpucost serve`` on loopback over its own fresh SQLite store
-(the bundled snapshot, or the SkyPilot catalog imported by that side's own code), and the same
+(or, with ``--pg-url``, its own new PostgreSQL database on that server; the bundled snapshot, or the SkyPilot catalog imported by that side's own code), and the same
 distinct question goes to both, one after the other, the order alternating, on kept-alive
 connections. Kinds: ``restricted`` (8xA100 on aws/gcp, a new token count each), ``open`` (every
 provider, GPU and build, a new token count each), ``model`` (a model size nobody asked before).
@@ -27,7 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +71,34 @@ def import_catalog(code: Path, db_url: str, catalog: Path) -> None:
                     "skypilot", str(catalog), "--json"], cwd=code, env=env, check=True, stdout=subprocess.DEVNULL)
 
 
+@contextmanager
+def pg_database(server_url: str, name: str) -> Iterator[str]:
+    """A new database on the PostgreSQL server of ``server_url`` for one side; dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    db = f"gpucost_ab_{name}_{os.getpid()}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{db}"'))
+        try:
+            yield make_url(server_url).set(database=db).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="HEAD", help="the revision to compare with (default: the last commit)")
     ap.add_argument("--kinds", default="restricted,open,model")
     ap.add_argument("--n", type=int, default=200, help="questions per kind (a new model: a quarter of it)")
     ap.add_argument("--skypilot-catalog", type=Path, help="serve this SkyPilot catalog instead of the bundled snapshot")
+    ap.add_argument("--pg-url", help="serve from PostgreSQL: each side gets a new database on this server "
+                    "(created and dropped here) instead of a SQLite file")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     for k in kinds:
@@ -91,14 +114,17 @@ def main() -> None:
         with ExitStack() as stack:
             bases = {}
             for name, code in (("base", tree), ("tree", REPO)):
-                db_url = f"sqlite:///{work / (name + '.sqlite')}"
+                db_url = (stack.enter_context(pg_database(args.pg_url, name)) if args.pg_url
+                          else f"sqlite:///{work / (name + '.sqlite')}")
                 if args.skypilot_catalog is not None:
                     import_catalog(code, db_url, args.skypilot_catalog.resolve())
                 bases[name] = stack.enter_context(server({"GPUCOST_DB_URL": db_url}, cwd=code))
             conns = {n: http.client.HTTPConnection(HOST, int(b.rsplit(":", 1)[1]), timeout=120) for n, b in bases.items()}
             salt = int(time.time()) % 1_000  # up to 1e8 more tokens: a job of ordinary length
             load = os.getloadavg()[0]
-            print(f"working tree vs {rev}, interleaved distinct quotes over HTTP, 2-core machine, load {load:.2f}")
+            store = "PostgreSQL" if args.pg_url else "SQLite"
+            print(f"working tree vs {rev}, interleaved distinct quotes over HTTP, {store} stores, 2-core machine, "
+                  f"load {load:.2f}")
             print(f"| kind | n | {rev} p25 / p50 / mean | working tree p25 / p50 / mean | p50 ratio |")
             print("|---|---|---|---|---|")
             for kind in kinds:

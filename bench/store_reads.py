@@ -12,8 +12,10 @@ the statements themselves cost. Then the four reads as an answer makes them now:
 ``reading()`` with ``steady`` on, which on SQLite, while nothing is committed, gives back what it
 read last (one ``PRAGMA data_version`` each) and opens no connection. Then the answer cache's
 version of the prices (``service.api.answer_cache.StoreVersion``): read (three reads) against
-told unchanged by ``PriceStore.change_mark`` (SQLite's ``PRAGMA data_version``; PostgreSQL has no
-such look, and it is read each time). Prints p50 per way.
+told unchanged by ``PriceStore.change_mark`` (SQLite's ``PRAGMA data_version``). On PostgreSQL
+both are shown twice: read each time, as a store that does not follow its change notices reads
+them (the CLI), and as a server's store answers, listening for them (``PriceStore.follow_changes``).
+Prints p50 per way.
 """
 
 from __future__ import annotations
@@ -85,15 +87,25 @@ def compare(label: str, url: str, runs: int) -> None:
             a, s = statistics.median(apart), statistics.median(shared)
             print(f"  {label:10} {name:24} each alone {a * 1e6:7.1f} us   in one reading() {s * 1e6:7.1f} us"
                   f"   (x{s / a:.2f})")
-        kept = [timed(inside(answer_reads)) for _ in range(runs)]
-        k = statistics.median(kept)
-        told = store.change_mark() is not None
-        print(f"  {label:10} {'the four, as answered':24} {k * 1e6:7.1f} us"
-              + (f"   (x{k / s:.2f} one reading() of the database: nothing committed, the reads kept)"
-                 if told else "   (cannot tell what changed: read each time)"))
+        as_answered(label, store, inside(answer_reads), s, runs)
         version_reads(label, store, runs)
+        if store.engine.dialect.name == "postgresql":
+            # What a server does (``service.api.deps``): listen for the store's change notices.
+            store.follow_changes()
+            assert store._notices is not None and store._notices.wait_listening(10)
+            print(f"  {label}, as a server's store reads, following its change notices (PG+notices):")
+            as_answered("PG+notices", store, inside(answer_reads), s, runs)
+            version_reads("PG+notices", store, runs)
     finally:
         store.close()
+
+
+def as_answered(label: str, store: object, answer: Callable[[], None], one_reading: float, runs: int) -> None:
+    k = statistics.median(timed(answer) for _ in range(runs))
+    told = store.change_mark() is not None  # type: ignore[attr-defined]
+    print(f"  {label:10} {'the four, as answered':24} {k * 1e6:7.1f} us"
+          + (f"   (x{k / one_reading:.3f} one reading() of the database: nothing committed, the reads kept)"
+             if told else "   (cannot tell what changed: read each time)"))
 
 
 def version_reads(label: str, store: object, runs: int) -> None:
@@ -112,7 +124,7 @@ def version_reads(label: str, store: object, runs: int) -> None:
     told = version.if_unchanged() is not None
     r, u = statistics.median(read), statistics.median(same)
     print(f"  {label:10} {'the cache version':24} read {r * 1e6:12.1f} us   told unchanged {u * 1e6:7.1f} us"
-          + (f"   (x{u / r:.2f})" if told else "   (cannot tell: read each time)"))
+          + (f"   (x{u / r:.3f})" if told else "   (cannot tell: read each time)"))
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import make_url
@@ -51,6 +51,9 @@ from pricing.store.setup import (
     migrate,
 )
 from pricing.store.writes import SnapshotInfo, Writes
+
+if TYPE_CHECKING:
+    from pricing.store.change_notices import ChangeNotices
 
 __all__ = [
     "DEFAULT_DB_FILE",
@@ -166,6 +169,41 @@ def in_reading(store: object) -> bool:
     return held is not None and held.store is store
 
 
+# Statements that do not write: anything else run in a transaction counts as a write (a harmless
+# extra change where it did not).
+_READ_ONLY = ("SELECT", "SHOW", "SET ", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "LISTEN")
+_WRITING, _COMMITTED = "gpucost_writing", "gpucost_committed_write"
+
+
+def _count_own_writes(engine: Engine, notices: ChangeNotices) -> None:
+    """Move ``notices``' mark when this process commits a write, without waiting for the notice:
+    once as the commit begins, and again as the connection goes back to the pool, after it (a
+    reader between the two may keep what it read before the commit; the second move undoes that
+    before the writer's call returns)."""
+    from sqlalchemy import event
+
+    def executed(conn: Connection, cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.lstrip()[:9].upper().startswith(_READ_ONLY):
+            conn.info[_WRITING] = True
+
+    def commit(conn: Connection) -> None:
+        if conn.info.pop(_WRITING, False):
+            conn.info[_COMMITTED] = True
+            notices.wrote()
+
+    def rollback(conn: Connection) -> None:
+        conn.info.pop(_WRITING, None)
+
+    def checkin(dbapi_conn: Any, record: Any) -> None:
+        if record.info.pop(_COMMITTED, False):
+            notices.wrote()
+
+    event.listen(engine, "after_cursor_execute", executed)
+    event.listen(engine, "commit", commit)
+    event.listen(engine, "rollback", rollback)
+    event.listen(engine.pool, "checkin", checkin)
+
+
 class PriceStore(Reads, Writes, History, Leases, Health):
     """Current prices, their history and refresh bookkeeping, on one SQLAlchemy engine."""
 
@@ -180,6 +218,7 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         self._marks: sqlite3.Connection | None = None
         self._marks_lock = threading.Lock()
         self._steady: dict[str, tuple[int, Any]] = {}
+        self._notices: ChangeNotices | None = None
 
     def __repr__(self) -> str:
         return f"PriceStore({self.engine.url.render_as_string(hide_password=True)!r})"
@@ -189,17 +228,41 @@ class PriceStore(Reads, Writes, History, Leases, Health):
             if self._marks is not None:
                 self._marks.close()
                 self._marks = None
+            notices, self._notices = self._notices, None
+        if notices is not None:
+            notices.close()
         self.engine.dispose()
+
+    def follow_changes(self) -> bool:
+        """On PostgreSQL, listen for the store's change notices (``pricing.store.change_notices``)
+        so that ``change_mark`` can tell, as it does on SQLite, that nothing was committed since:
+        a long-lived process (the server) then keeps an answer's reads and the answer cache's
+        version instead of reading them for every request. Whether the store follows changes now
+        (always True on a SQLite file, which needs nothing for it; False in memory)."""
+        if self.engine.dialect.name != "postgresql":
+            return self._marks_file is not None
+        with self._marks_lock:
+            if self._notices is not None:
+                return True
+            from pricing.store.change_notices import ChangeNotices
+
+            conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            self._notices = notices = ChangeNotices(conninfo, self)
+        _count_own_writes(self.engine, notices)
+        return True
 
     def change_mark(self) -> int | None:
         """A number that changes whenever a write may have been committed to the store, by this
-        process or any other; None where that cannot be told cheaply (PostgreSQL, an in-memory
-        SQLite store) or the file cannot be read.
+        process or any other; None where that cannot be told cheaply (an in-memory SQLite store,
+        PostgreSQL while the store does not follow its change notices) or the file cannot be read.
 
-        SQLite's ``PRAGMA data_version`` on a connection of the store's own that never writes: it
+        On PostgreSQL, the count of change notices (``follow_changes``). On SQLite, ``PRAGMA data_version`` on a connection of the store's own that never writes: it
         changes with every commit any other connection makes to the file, and reading it starts
         no transaction (``bench/store_reads.py``, 2026-12-02: 4 us, against 136 us for the answer
         cache's three reads it lets the server skip)."""
+        notices = self._notices
+        if notices is not None:
+            return notices.mark()
         if self._marks_file is None:
             return None
         with self._marks_lock:
@@ -215,7 +278,8 @@ class PriceStore(Reads, Writes, History, Leases, Health):
 
     def steady(self, name: str, read: Callable[[], T]) -> T:
         """``read()``, or what it gave last time under ``name`` when nothing was committed to the
-        store since (``change_mark``); on PostgreSQL and in-memory SQLite always ``read()``.
+        store since (``change_mark``); on in-memory SQLite, and on PostgreSQL unless the store
+        follows its change notices (``follow_changes``), always ``read()``.
 
         For the small reads every answer makes (which snapshots are current, the measurements,
         quotas and learnt calibration): while the prices stay as they are, an answer then opens no

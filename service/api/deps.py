@@ -28,6 +28,9 @@ def get_store_for(app: Any) -> PriceStore:
         from pricing.store.repository import open_store
 
         store = open_store(app.state.settings.db_url)
+        # A server lives long: on PostgreSQL it listens for the store's change notices, so an
+        # answer's reads are kept while nothing changes, as on SQLite (``PriceStore.follow_changes``).
+        store.follow_changes()
         app.state.store = store
         app.state.store_by_url = True  # worker processes can open this very store
     view = getattr(app.state, "price_view", None)
