@@ -133,3 +133,21 @@ def test_bad_books_are_invalid_input(tmp_path: Path, name: str, text: str, error
 def test_missing_file_is_invalid_input(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
         load_price_book(tmp_path / "absent.yaml")
+
+
+def test_a_views_fingerprint_follows_its_book_and_rates(tmp_path: Path) -> None:
+    """The fingerprint every snapshot id carries: the same for views made of the same files, and
+    another for another book or another rates table (worked out once per view, which never changes)."""
+    from pricing.price_view import price_view
+
+    book = tmp_path / "book.yaml"
+    book.write_text(YAML_BOOK)
+    other = tmp_path / "other.yaml"
+    other.write_text(YAML_BOOK.replace("AWS: 0.9", "AWS: 0.85"))
+    rates = tmp_path / "fx.csv"
+    rates.write_text("currency,rate_to_usd,as_of,source\nCNY,0.14,2026-11-30,test table\n")
+    plain, booked = price_view(), price_view(str(book))
+    assert plain.fingerprint == price_view().fingerprint
+    assert booked.fingerprint == price_view(str(book)).fingerprint == booked.fingerprint
+    assert len({plain.fingerprint, booked.fingerprint, price_view(str(other)).fingerprint,
+                price_view(fx_file=str(rates)).fingerprint}) == 4
