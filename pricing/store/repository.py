@@ -247,8 +247,10 @@ class PriceStore(Reads, Writes, History, Leases, Health):
             from pricing.store.change_notices import ChangeNotices
 
             conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-            self._notices = notices = ChangeNotices(conninfo, self)
-        _count_own_writes(self.engine, notices)
+            notices = ChangeNotices(conninfo, self)
+            # Own writes are counted before any mark is given (none is before the first heartbeat).
+            _count_own_writes(self.engine, notices)
+            self._notices = notices
         return True
 
     def change_mark(self) -> int | None:
@@ -256,10 +258,11 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         process or any other; None where that cannot be told cheaply (an in-memory SQLite store,
         PostgreSQL while the store does not follow its change notices) or the file cannot be read.
 
-        On PostgreSQL, the count of change notices (``follow_changes``). On SQLite, ``PRAGMA data_version`` on a connection of the store's own that never writes: it
-        changes with every commit any other connection makes to the file, and reading it starts
-        no transaction (``bench/store_reads.py``, 2026-12-02: 4 us, against 136 us for the answer
-        cache's three reads it lets the server skip)."""
+        On PostgreSQL, the count of change notices (``follow_changes``). On SQLite, ``PRAGMA
+        data_version`` on a connection of the store's own that never writes: it changes with
+        every commit any other connection makes to the file, and reading it starts no transaction
+        (``bench/store_reads.py``, 2026-12-02: 4 us, against 136 us for the answer cache's three
+        reads it lets the server skip)."""
         notices = self._notices
         if notices is not None:
             return notices.mark()
