@@ -56,6 +56,19 @@ def _until(what: Callable[[], bool], timeout: float = NOTICE_S) -> bool:
     return False
 
 
+def _settled(store: PriceStore, quiet_s: float = 0.3) -> int | None:
+    """The mark once it has stayed the same for ``quiet_s`` (the notices of earlier writes are in)."""
+    end = time.monotonic() + NOTICE_S
+    mark = store.change_mark()
+    while time.monotonic() < end:
+        time.sleep(quiet_s)
+        now = store.change_mark()
+        if now == mark and now is not None:
+            return now
+        mark = now
+    raise AssertionError("the change mark did not settle")
+
+
 def _moved(store: PriceStore, before: int | None) -> bool:
     return _until(lambda: store.change_mark() not in (None, before))
 
@@ -130,8 +143,7 @@ def test_kept_reads_follow_every_commit_on_postgresql(pg_db: str) -> None:
         remove_measurement(store, stored.id or "")
         assert list_measurements(store) == []
         # A rolled-back write sends no notice; reads stay kept once the last notices are in.
-        time.sleep(0.3)
-        begins.clear()
+        _settled(store)
         assert list_quotas(store) == LIMITS
         mark = store.change_mark()
         with pytest.raises(RuntimeError, match="rolled back"), other.engine.begin() as conn:
