@@ -14,8 +14,8 @@ read last (one ``PRAGMA data_version`` each) and opens no connection. Then the a
 version of the prices (``service.api.answer_cache.StoreVersion``): read (three reads) against
 told unchanged by ``PriceStore.change_mark`` (SQLite's ``PRAGMA data_version``). On PostgreSQL
 both are shown twice: read each time, as a store that does not follow its change notices reads
-them (the CLI), and as a server's store answers, listening for them (``PriceStore.follow_changes``).
-Prints p50 per way.
+them (the CLI), and as a server's store answers, listening for them (``PriceStore.follow_changes``);
+then how soon after another store's commit the listening store's mark moves. Prints p50 per way.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def compare(label: str, url: str, runs: int) -> None:
             print(f"  {label}, as a server's store reads, following its change notices (PG+notices):")
             as_answered("PG+notices", store, inside(answer_reads), s, runs)
             version_reads("PG+notices", store, runs)
+            notice_delay(store, url, min(runs, 200))
     finally:
         store.close()
 
@@ -106,6 +107,32 @@ def as_answered(label: str, store: object, answer: Callable[[], None], one_readi
     print(f"  {label:10} {'the four, as answered':24} {k * 1e6:7.1f} us"
           + (f"   (x{k / one_reading:.3f} one reading() of the database: nothing committed, the reads kept)"
              if told else "   (cannot tell what changed: read each time)"))
+
+
+def notice_delay(store: object, url: str, n: int) -> None:
+    """How long after another store's commit returns this one's mark moves (its notice arrived):
+    the time a replica may still serve what it kept."""
+    from sqlalchemy import text
+
+    from pricing.store.repository import open_store
+
+    other = open_store(url)
+    delays: list[float] = []
+    try:
+        for _ in range(n):
+            mark = store.change_mark()  # type: ignore[attr-defined]
+            with other.engine.begin() as conn:  # a write that changes nothing, but commits
+                conn.execute(text("DELETE FROM quotas WHERE provider = 'no such provider'"))
+            start = time.perf_counter()
+            while store.change_mark() == mark:  # type: ignore[attr-defined]
+                time.sleep(0.00005)  # lets the listener thread run, as a served process does
+            delays.append(time.perf_counter() - start)
+            time.sleep(0.005)
+    finally:
+        other.close()
+    delays.sort()
+    print(f"  {'PG+notices':10} {'another store commits':24} seen after p50 {statistics.median(delays) * 1e3:.3f} ms, "
+          f"p95 {delays[int(0.95 * (len(delays) - 1))] * 1e3:.3f} ms, max {delays[-1] * 1e3:.3f} ms ({n} commits)")
 
 
 def version_reads(label: str, store: object, runs: int) -> None:
