@@ -84,8 +84,9 @@ class StoreVersion:
     SQLite, about 1 ms on PostgreSQL over loopback, ``bench/store_reads.py``; on a thread of its
     own, ``middleware``). ``if_unchanged`` gives the last version read without reading
     it again when the store can tell cheaply that nothing was committed since
-    (``PriceStore.change_mark``, SQLite), so a request misses the cache, or hits it, without that
-    thread hop; elsewhere it gives None and the version is read."""
+    (``PriceStore.change_mark``: SQLite's data version, or on PostgreSQL the change notices a
+    server's store listens for), so a request misses the cache, or hits it, without that thread
+    hop; elsewhere it gives None and the version is read."""
 
     def __init__(self, store_of: Callable[[], Any]) -> None:
         self._store_of = store_of
