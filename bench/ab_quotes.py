@@ -7,9 +7,9 @@ On a shared machine a figure measured at 19:40 and one measured at 19:50 can dif
 (``docs/performance-distinct.md``), so comparing a change with the code before it in two runs
 measures the machine. This bench runs both at once: ``--base`` is checked out into a temporary
 git worktree, each side gets its own ``gpucost serve`` on loopback over its own fresh SQLite store
-(or, with ``--pg-url``, its own new PostgreSQL database on that server; the bundled snapshot, or the SkyPilot catalog imported by that side's own code), and the same
-distinct question goes to both, one after the other, the order alternating, on kept-alive
-connections. Kinds: ``restricted`` (8xA100 on aws/gcp, a new token count each), ``open`` (every
+(with ``--pg-url``, its own new database on that PostgreSQL server), holding the bundled snapshot
+or the SkyPilot catalog imported by that side's own code, and the same distinct question goes to
+both, one after the other, the order alternating, on kept-alive connections. Kinds: ``restricted`` (8xA100 on aws/gcp, a new token count each), ``open`` (every
 provider, GPU and build, a new token count each), ``model`` (a model size nobody asked before).
 
 Prints p25 / p50 / mean per side and the working tree's p50 over the base's. Both servers and the

@@ -11,12 +11,12 @@ as they are on SQLite, instead of costing every request a transaction (``bench/s
 
 What the number promises, and how it fails safe:
 
-* it moves at least once after every commit that wrote, once the notice arrives (on loopback,
-  idle: 0.17 ms p50, 0.7 ms p95 after the writer's commit returned, 2026-12-02; a process busy
-  computing hands the listener the interpreter within its switch interval). Another replica's
-  refresh is served that much later. A write of
-  this process moves it at once as well: ``wrote()``, called by the store's engine as the
-  transaction commits (``PriceStore.follow_changes``);
+* it moves at least once after every commit that wrote, once the notice arrives: on loopback,
+  0.15 ms p50 and 0.25 ms p95 after the writer's commit returned (``bench/store_reads.py``,
+  2026-12-02); a process busy computing hands the listener the interpreter within its switch
+  interval. Another replica's refresh is served that much later. A write of this process moves
+  it at once: ``wrote()``, called from the store's engine as the transaction commits and again
+  as its connection goes back to the pool (``PriceStore.follow_changes``);
 * ``mark()`` is None, so callers read every time, until the listener has heard its first
   heartbeat, while the connection is down, and whenever it has heard nothing for ``STALE_S``. The
   heartbeat is a notice the listener sends itself every ``HEARTBEAT_S`` on a channel of its own,
