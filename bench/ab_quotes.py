@@ -27,8 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -71,26 +70,6 @@ def import_catalog(code: Path, db_url: str, catalog: Path) -> None:
                     "skypilot", str(catalog), "--json"], cwd=code, env=env, check=True, stdout=subprocess.DEVNULL)
 
 
-@contextmanager
-def pg_database(server_url: str, name: str) -> Iterator[str]:
-    """A new database on the PostgreSQL server of ``server_url`` for one side; dropped afterwards."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    db = f"gpucost_ab_{name}_{os.getpid()}"
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{db}"'))
-        try:
-            yield make_url(server_url).set(database=db).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="HEAD", help="the revision to compare with (default: the last commit)")
@@ -106,6 +85,9 @@ def main() -> None:
             ap.error(f"--kinds: unknown kind {k!r}")
     rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=REPO, check=True, capture_output=True,
                          text=True).stdout.strip()
+    if args.pg_url:  # each side's database: new, dropped afterwards (the tests' own helper)
+        sys.path.insert(0, str(REPO))
+        from tests.integration._pricestore import fresh_pg_database
     work = Path(tempfile.mkdtemp(prefix="gpucost-ab-"))
     tree = work / "base"
     subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=REPO, check=True,
@@ -114,7 +96,7 @@ def main() -> None:
         with ExitStack() as stack:
             bases = {}
             for name, code in (("base", tree), ("tree", REPO)):
-                db_url = (stack.enter_context(pg_database(args.pg_url, name)) if args.pg_url
+                db_url = (stack.enter_context(fresh_pg_database(args.pg_url)) if args.pg_url
                           else f"sqlite:///{work / (name + '.sqlite')}")
                 if args.skypilot_catalog is not None:
                     import_catalog(code, db_url, args.skypilot_catalog.resolve())
