@@ -5,6 +5,11 @@ optimizer each one ``repeats`` times in this process, and writes one JSON docume
 per request the seconds of each call and the chosen resources with their hourly price, plus
 SkyPilot's own hourly price of any instances named in the request's ``price_check`` list.
 
+``--serve CLOUDS`` in place of argv[2] and argv[3] (a comma-separated list of clouds to enable)
+answers one request at a time instead, for a caller that interleaves them with its own timings:
+a line ``{"ready": ...}`` once set up, then for each JSON request line read on stdin one JSON line
+on stdout with the optimizer's seconds and its error, if any.
+
 Offline by construction: argv[1] is a catalog folder (``<cloud>/vms.csv``, ``common/``) copied into
 ``$SKY_RUNTIME_DIR/.sky/catalogs/v8/`` with no ``.meta/*.md5`` record, which SkyPilot treats as a
 user-edited catalog and never downloads; the clouds are marked enabled in SkyPilot's own state
@@ -90,15 +95,31 @@ def price_of(cloud: str, instance_type: str, region: str | None, spot: bool, gpu
         return None
 
 
+def serve(clouds: list[str], import_s: float) -> None:
+    import sky
+
+    enable_clouds(sorted({CLOUD_NAMES[c] for c in clouds}))
+    print(json.dumps({"ready": True, "version": sky.__version__, "import_s": import_s}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        dt, _best, error = ask(json.loads(line))
+        print(json.dumps({"seconds": dt, "error": error}), flush=True)
+
+
 def main() -> None:
-    catalog, requests_file, out_file = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+    catalog = Path(sys.argv[1])
     runtime = Path(os.environ["SKY_RUNTIME_DIR"])
     place_catalog(catalog, runtime)
     t = time.perf_counter()
     import sky  # noqa: F401
 
     import_s = time.perf_counter() - t
+    if sys.argv[2] == "--serve":
+        serve(sys.argv[3].split(","), import_s)
+        return
+    requests_file, out_file = Path(sys.argv[2]), Path(sys.argv[3])
+    repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 5
     requests = json.loads(requests_file.read_text())
     enable_clouds(sorted({CLOUD_NAMES[c] for r in requests for c in r["clouds"]}))
     out: dict[str, Any] = {"import_s": import_s, "version": sky.__version__, "answers": []}

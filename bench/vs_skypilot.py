@@ -21,10 +21,19 @@ about one job), the unrestricted quote with a new sequence length each time, and
 each time (a size nobody asked before): the ratios against SkyPilot's optimizer are printed side
 by side. ``--distinct-repeats 0`` leaves them out.
 
+On a shared machine the speed of both sides drifts over minutes (a CPU-bound loop timed every few
+seconds took 7 ms, then 12 ms, in one run), so the ratios above compare SkyPilot's calls with
+gpucost quotes made a minute earlier or later. ``--interleaved N`` (default 32) then times each
+distinct series again with the two taken in turn: SkyPilot's optimizer kept running in its own
+process (``skypilot_side.py --serve``), one call on the next of the requests above, then one
+distinct gpucost quote over HTTP, N times per series. Each pair shares the machine's state of the
+moment; printed are both p50s, their ratio and the median of the pairs' own ratios.
+
 SkyPilot is installed from PyPI into a throwaway venv unless ``--sky-python`` names one.
 
 Run: .venv/bin/python bench/vs_skypilot.py [--catalog ../shared/reference/skypilot-catalog]
          [--sky-python /tmp/skyvenv/bin/python] [--repeats 5] [--http-repeats 30] [--distinct-repeats 20]
+         [--interleaved 32]
 """
 
 from __future__ import annotations
@@ -95,16 +104,57 @@ def sky_python(given: str | None) -> tuple[str, float | None]:
     return str(py), time.perf_counter() - t
 
 
+def sky_env(work: Path) -> dict[str, str]:
+    """SkyPilot's environment: its home and runtime folder in ``work``, offline, no usage reports."""
+    home = work / "skyhome"
+    home.mkdir(exist_ok=True)
+    return {**os.environ, "HOME": str(home), "SKY_RUNTIME_DIR": str(home), "AWS_EC2_METADATA_DISABLED": "true",
+            "NO_GCE_CHECK": "true", "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
+
+
 def run_skypilot(py: str, catalog: Path, requests: list[dict[str, Any]], repeats: int, work: Path) -> dict[str, Any]:
     req_file, out_file = work / "sky_requests.json", work / "sky_answers.json"
     req_file.write_text(json.dumps(requests))
-    home = work / "skyhome"
-    home.mkdir(exist_ok=True)
-    env = {**os.environ, "HOME": str(home), "SKY_RUNTIME_DIR": str(home), "AWS_EC2_METADATA_DISABLED": "true",
-           "NO_GCE_CHECK": "true", "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
     subprocess.run([py, str(REPO / "bench" / "skypilot_side.py"), str(catalog), str(req_file), str(out_file),
-                    str(repeats)], env=env, check=True, stdout=subprocess.DEVNULL)
+                    str(repeats)], env=sky_env(work), check=True, stdout=subprocess.DEVNULL)
     return json.loads(out_file.read_text())
+
+
+class SkyOptimizer:
+    """SkyPilot's optimizer kept running in its own process (``skypilot_side.py --serve``): one
+    call at a time, its seconds as SkyPilot's process timed them."""
+
+    def __init__(self, py: str, catalog: Path, requests: list[dict[str, Any]], work: Path) -> None:
+        clouds = ",".join(sorted({c for r in requests for c in r["clouds"]}))
+        self.proc = subprocess.Popen(
+            [py, str(REPO / "bench" / "skypilot_side.py"), str(catalog), "--serve", clouds], env=sky_env(work),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        ready = self._line()
+        if not ready.get("ready"):
+            raise RuntimeError(f"skypilot_side.py --serve did not start: {ready}")
+
+    def _line(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"skypilot_side.py --serve exited with {self.proc.wait(timeout=30)}")
+        return dict(json.loads(line))
+
+    def ask(self, req: dict[str, Any]) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({k: req[k] for k in ("gpu", "count", "clouds", "spot")}) + "\n")
+        self.proc.stdin.flush()
+        return float(self._line()["seconds"])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 # -- gpucost ------------------------------------------------------------------------------------
@@ -168,29 +218,33 @@ def time_http(base: str, body: dict[str, Any] | Callable[[], dict[str, Any]], n:
     """``n`` quotes over one kept-alive HTTP/1.1 connection, as a web page or a script's HTTP
     session sends them; each timed from the request's first byte to the parsed answer. ``body``
     a callable: a new body for every quote (distinct questions; its first is not left out)."""
-    host, port = base.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    conn = connect(base)
     make = body if callable(body) else (lambda: body)
-
-    def post() -> Any:
-        data = json.dumps(make()).encode()
-        conn.request("POST", "/v1/quote", body=data, headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        payload = r.read()
-        if r.status != 200:
-            raise RuntimeError(f"/v1/quote answered {r.status}: {payload[:200]!r}")
-        return json.loads(payload)
-
     try:
-        ans = post() if warm else None  # first call: estimates memoised from here on
+        ans = post_quote(conn, make()) if warm else None  # first call: estimates memoised from here on
         out = []
         for _ in range(n):
             t = time.perf_counter()
-            ans = post()
+            ans = post_quote(conn, make())
             out.append(time.perf_counter() - t)
     finally:
         conn.close()
     return out, ans
+
+
+def connect(base: str) -> http.client.HTTPConnection:
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    return http.client.HTTPConnection(host, int(port), timeout=120)
+
+
+def post_quote(conn: http.client.HTTPConnection, body: dict[str, Any]) -> Any:
+    """``POST /v1/quote`` on ``conn`` (kept alive), the answer parsed."""
+    conn.request("POST", "/v1/quote", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    payload = r.read()
+    if r.status != 200:
+        raise RuntimeError(f"/v1/quote answered {r.status}: {payload[:200]!r}")
+    return json.loads(payload)
 
 
 def time_inprocess(env: dict[str, str], bodies: list[dict[str, Any]], n: int) -> list[list[float]]:
@@ -303,6 +357,61 @@ def time_distinct(base: str, requests: list[dict[str, Any]], n: int) -> dict[str
     }
 
 
+def distinct_body(key: str, r: dict[str, Any]) -> dict[str, Any]:
+    """A new question of series ``key`` (``DISTINCT``); the restricted one restricted to ``r``."""
+    if key == "restricted_tokens":
+        return quote_body(r, new_tokens())
+    return quote_body(None, {"open_tokens": new_tokens, "open_seq_len": new_seq_len, "open_model": new_model}[key]())
+
+
+def timed_quote(conn: http.client.HTTPConnection, body: dict[str, Any]) -> float:
+    t = time.perf_counter()
+    post_quote(conn, body)
+    return time.perf_counter() - t
+
+
+def time_interleaved(base: str, sky: SkyOptimizer, requests: list[dict[str, Any]],
+                     n: int) -> dict[str, list[tuple[float, float]]]:
+    """Per distinct series, ``n`` pairs (SkyPilot's seconds, gpucost's seconds): one optimizer call
+    on the next request in turn, then one new gpucost question over HTTP; which goes first alternates."""
+    for r in requests:  # SkyPilot's first call per request is dropped elsewhere too
+        sky.ask(r)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for key, _label, _target in DISTINCT:
+        conn = connect(base)
+        try:
+            post_quote(conn, distinct_body(key, requests[0]))  # the connection opened, as time_http does
+            pairs = []
+            for i in range(n):
+                r = requests[i % len(requests)]
+                body = distinct_body(key, r)
+                if i % 2:
+                    theirs = sky.ask(r)
+                    ours = timed_quote(conn, body)
+                else:
+                    ours = timed_quote(conn, body)
+                    theirs = sky.ask(r)
+                pairs.append((theirs, ours))
+        finally:
+            conn.close()
+        out[key] = pairs
+    return out
+
+
+def print_interleaved(pairs: dict[str, list[tuple[float, float]]]) -> None:
+    print("\ndistinct questions interleaved with SkyPilot's optimizer (one call each in turn, same requests "
+          "in the same order for every series):")
+    for key, label, target in DISTINCT:
+        ps = pairs[key]
+        sky50 = statistics.median(s for s, _ in ps)
+        ours50 = statistics.median(g for _, g in ps)
+        ratio = sky50 / ours50
+        paired = statistics.median(s / g for s, g in ps)
+        verdict = "" if target is None else f"  (target >= {target:g}x: {'met' if ratio >= target else 'NOT met'})"
+        print(f"  {label:44} n={len(ps):3}  SkyPilot p50 {sky50 * 1e3:6.1f} ms, gpucost p50 {ours50 * 1e3:6.1f} ms"
+              f"  -> {ratio:5.1f}x (median of pair ratios {paired:5.1f}x){verdict}")
+
+
 def print_distinct(d1: dict[str, list[float]], d2: dict[str, list[float]], sky50: float, restricted50: float,
                    open50: float) -> None:
     print(f"\ndistinct questions over HTTP (each quote new to the server), before and after SkyPilot ran; "
@@ -327,6 +436,8 @@ def main() -> None:
     ap.add_argument("--http-repeats", type=int, default=30, help="gpucost calls per request")
     ap.add_argument("--distinct-repeats", type=int, default=20,
                     help="distinct quotes per series (restricted: per request); 0: none")
+    ap.add_argument("--interleaved", type=int, default=32,
+                    help="pairs per distinct series, SkyPilot and gpucost in turn; 0: none")
     args = ap.parse_args()
     py, install_s = sky_python(args.sky_python)
     if install_s is not None:
@@ -375,6 +486,13 @@ def main() -> None:
         http_restricted2 = [time_http(base, quote_body(r), args.http_repeats)[0] for r in requests]
         http_open2, _ = time_http(base, quote_body(None), args.http_repeats)
         distinct2 = time_distinct(base, requests, args.distinct_repeats)
+        interleaved: dict[str, list[tuple[float, float]]] = {}
+        if args.interleaved > 0:
+            sky_live = SkyOptimizer(py, args.catalog, requests, work)
+            try:
+                interleaved = time_interleaved(base, sky_live, requests, args.interleaved)
+            finally:
+                sky_live.close()
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -404,6 +522,8 @@ def main() -> None:
           f"{statistics.median(inproc[-1]) * 1e3:.1f} ms")
     if args.distinct_repeats > 0:
         print_distinct(distinct1, distinct2, sky50, statistics.median(http_all), statistics.median(open_all))
+    if interleaved:
+        print_interleaved(interleaved)
     print("\ncheapest price, SkyPilot's pick vs gpucost's cheapest offer of the same GPU and count:")
     dearer = 0
     for r, ours, ans in zip(requests, cheapest, sky["answers"], strict=True):
