@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -81,6 +81,8 @@ class Settings(BaseModel):
     # ``service.api.asgi`` (what ``gpucost serve`` runs) defaults it to ``max_solves``.
     solve_processes: int = Field(default=0, ge=0, le=256)
     answer_cache: bool = Field(default=True, description="keep answers for identical requests on the same prices")
+    # Each served process binds its threads to a CPU no other one holds (service.api.affinity).
+    serve_cpu_affinity: Literal["auto", "off"] = "auto"
 
     _split = field_validator("aws_regions", "gcp_regions", "alibaba_regions", mode="before")(_csv)
 

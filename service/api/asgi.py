@@ -6,7 +6,7 @@ slot) unless ``GPUCOST_SOLVE_PROCESSES`` says otherwise; apps built in tests kee
 
 import multiprocessing
 
-from service.api import descriptors, heap
+from service.api import affinity, descriptors, heap
 from service.api.app import create_app
 from service.api.lifetime import end_with_parent
 from service.settings import get_settings
@@ -21,4 +21,6 @@ if multiprocessing.parent_process() is not None:
     # One of ``gpucost serve --workers N``'s processes, started by uvicorn's supervisor: when that
     # is killed outright (no SIGTERM to pass on), this one ends too, and its solve workers with it.
     end_with_parent(ignore_interrupt=False)
+# Before the app: its solve workers are told the CPUs the server had before it bound its threads.
+affinity.bind_to_one_cpu(_settings.serve_cpu_affinity)
 app = create_app(_settings)

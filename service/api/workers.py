@@ -23,6 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from service.api import affinity
 from service.api.lifetime import stop_processes
 from service.api.limits import Ticket, WorkStopped, current_ticket, reset_ticket, set_ticket
 
@@ -52,7 +53,7 @@ class SolvePool:
         self.flags = ctx.Array("b", SLOTS, lock=False)
         self.executor = ProcessPoolExecutor(
             max_workers=processes, mp_context=ctx, initializer=_init,
-            initargs=(settings.model_dump(mode="json"), self.flags),
+            initargs=(settings.model_dump(mode="json"), self.flags, affinity.allowed_before_binding()),
         )
         self._free = list(range(SLOTS))
         self._lock = threading.Lock()
@@ -135,10 +136,12 @@ def reset_pool(token: contextvars.Token[SolvePool | None]) -> None:
 _STATE: dict[str, Any] = {}
 
 
-def _init(settings_dump: dict[str, Any], flags: Any) -> None:
+def _init(settings_dump: dict[str, Any], flags: Any, cpus: frozenset[int] | None = None) -> None:
     from service.api.lifetime import end_with_parent
     from service.settings import Settings
 
+    # Started from a server thread bound to one CPU (``service.api.affinity``): every CPU again.
+    affinity.release_to(cpus)
     end_with_parent()
 
     _STATE["settings"] = Settings.model_validate(settings_dump)

@@ -33,6 +33,15 @@ def server_env(db_url: str, **extra: str) -> dict[str, str]:
 def running_server(db_url: str, log: Path, timeout_s: float = 90, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start the API, wait until ``/healthz`` answers, yield its base URL, stop it. ``env`` adds
     settings (``GPUCOST_ADMIN_TOKEN``, ``GPUCOST_QUOTAS``) to the server's environment."""
+    with running_server_process(db_url, log, timeout_s, env) as (base, _proc):
+        yield base
+
+
+@contextmanager
+def running_server_process(
+    db_url: str, log: Path, timeout_s: float = 90, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``running_server``, yielding the server's process too."""
     port = free_port()
     cmd = [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", "127.0.0.1",
            "--port", str(port)]
@@ -56,7 +65,7 @@ def running_server(db_url: str, log: Path, timeout_s: float = 90, env: dict[str,
             # Fill the store (first use seeds it from the snapshot) before anyone times a request.
             with urllib.request.urlopen(f"{base}/v1/offers?limit=1", timeout=120):
                 pass
-            yield base
+            yield base, proc
         finally:
             proc.terminate()
             try:
