@@ -1,0 +1,109 @@
+"""A question asked of a server that was busy a moment ago, against one asked after it sat idle.
+
+    .venv/bin/python bench/idle_gap.py [--rounds 60] [--kinds healthz,restricted,open,model]
+        [--gaps 10,100] [--pin CPUS]
+
+Starts ``gpucost serve`` on loopback over a fresh SQLite store holding the bundled snapshot (the
+answer cache off, so every quote is computed), then for each kind asks, round after round:
+
+* three requests back to back, then a fourth, timed ("back to back": the server was busy);
+* for each gap in ``--gaps`` (milliseconds): the client sleeps that long, then one request, timed;
+* the client spins 100 ms on its own CPU (the server idle, the machine not), then one, timed.
+
+Every quote is a new question (``bench/ab_quotes.py``'s kinds: ``restricted``, 8xA100 on aws/gcp;
+``open``, every provider, GPU and build; both with a new token count; ``model``, a model size
+nobody asked before); ``healthz`` is ``GET /healthz``. A person who clicks gets the idle case; a
+script that sends its questions back to back gets the busy one. ``--pin 0`` binds every thread of
+the server to CPU 0 (``taskset``): the server's event loop and the thread a quote runs on then hand
+the request to each other on one CPU. Prints p50 per kind and case. Nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_quotes import body  # the same kinds of distinct question
+from load import HOST, server
+
+SPIN_S = 0.1
+
+
+def pin(port: int, cpus: str) -> None:
+    """Every thread of the server listening on ``port`` to ``cpus``."""
+    if shutil.which("taskset") is None:
+        raise SystemExit("--pin needs taskset (util-linux)")
+    found = subprocess.run(["pgrep", "-f", "--", f"--port {port} "], capture_output=True, text=True, check=False)
+    pids = found.stdout.split()
+    if len(pids) != 1:
+        raise SystemExit(f"--pin: expected one server process on port {port}, found {pids}")
+    subprocess.run(["taskset", "-a", "-p", "-c", cpus, pids[0]], check=True, stdout=subprocess.DEVNULL)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--kinds", default="healthz,restricted,open,model")
+    ap.add_argument("--gaps", default="10,100", help="idle gaps before a request, in milliseconds")
+    ap.add_argument("--pin", help="CPUs for every thread of the server (taskset -c), e.g. 0")
+    args = ap.parse_args()
+    kinds = args.kinds.split(",")
+    gaps = [float(g) for g in args.gaps.split(",")]
+    fresh = itertools.count(1)
+    with server(args=["--log-level", "warning"], env_extra={"GPUCOST_ANSWER_CACHE": "false"}) as base:
+        port = int(base.rsplit(":", 1)[1])
+        if args.pin:
+            pin(port, args.pin)
+        conn = http.client.HTTPConnection(HOST, port, timeout=120)
+
+        def ask(kind: str) -> float:
+            if kind == "healthz":
+                method, path, data = "GET", "/healthz", None
+            else:
+                method, path, data = "POST", "/v1/quote", json.dumps(body(kind, next(fresh), 13)).encode()
+            t = time.perf_counter()
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                raise RuntimeError(f"{path} answered {r.status}")
+            return time.perf_counter() - t
+
+        print(f"p50 of {args.rounds} rounds, one server (answer cache off), {os.cpu_count()} CPUs, "
+              f"load {os.getloadavg()[0]:.1f}{f', server pinned to CPU {args.pin}' if args.pin else ''}:")
+        try:
+            for kind in kinds:
+                for _ in range(10):
+                    ask(kind)
+                cases: dict[str, list[float]] = {"back to back": []}
+                for _ in range(args.rounds):
+                    for _ in range(3):
+                        ask(kind)
+                    cases["back to back"].append(ask(kind))
+                    for gap in gaps:
+                        time.sleep(gap / 1e3)
+                        cases.setdefault(f"after {gap:g} ms idle", []).append(ask(kind))
+                    t = time.perf_counter()
+                    while time.perf_counter() - t < SPIN_S:  # the client busy, the server idle
+                        pass
+                    cases.setdefault(f"after the client spun {SPIN_S * 1e3:g} ms", []).append(ask(kind))
+                busy = statistics.median(cases["back to back"])
+                row = "  ".join(f"{case} {statistics.median(ts) * 1e3:6.2f} ms (x{statistics.median(ts) / busy:.2f})"
+                                for case, ts in cases.items())
+                print(f"  {kind:10} {row}")
+        finally:
+            conn.close()
+
+
+if __name__ == "__main__":
+    main()
