@@ -74,20 +74,25 @@ def test_every_thread_is_bound_to_the_cpu_it_claimed(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == [f"{got['cpu']}.lock"]
 
 
-def test_a_taken_cpu_is_passed_over(tmp_path: Path) -> None:
-    taken = ALLOWED[1:]  # every CPU but the first, held as another server would
+def _with_cpus_held(cpus: list[int], folder: Path) -> dict[str, object]:
+    """A child's report while this process holds the lock files of ``cpus``, as other servers would."""
     held = []
-    for cpu in taken:
-        f = (tmp_path / f"{cpu}.lock").open("ab")
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.append(f)
     try:
-        child = _child("auto", tmp_path)
+        for cpu in cpus:
+            f = (folder / f"{cpu}.lock").open("ab")
+            held.append(f)
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        child = _child("auto", folder)
         got = _report(child)
         _end(child)
     finally:
         for f in held:
             f.close()
+    return got
+
+
+def test_a_taken_cpu_is_passed_over(tmp_path: Path) -> None:
+    got = _with_cpus_held(ALLOWED[1:], tmp_path)  # every CPU but the first
     assert got["cpu"] == ALLOWED[0]
 
 
@@ -110,18 +115,7 @@ def test_two_servers_get_two_cpus_and_a_cpu_comes_back_when_its_server_ends(tmp_
 
 
 def test_a_server_that_finds_every_cpu_taken_stays_unbound(tmp_path: Path) -> None:
-    held = []
-    for cpu in ALLOWED:  # this process holds every CPU's lock, as other servers would
-        f = (tmp_path / f"{cpu}.lock").open("ab")
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.append(f)
-    try:
-        child = _child("auto", tmp_path)
-        got = _report(child)
-        _end(child)
-    finally:
-        for f in held:
-            f.close()
+    got = _with_cpus_held(ALLOWED, tmp_path)
     assert got["cpu"] is None
     assert got["affinities"] == [ALLOWED]
     assert got["allowed_before"] == []
