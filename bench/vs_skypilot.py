@@ -25,9 +25,10 @@ On a shared machine the speed of both sides drifts over minutes (a CPU-bound loo
 seconds took 7 ms, then 12 ms, in one run), so the ratios above compare SkyPilot's calls with
 gpucost quotes made a minute earlier or later. ``--interleaved N`` (default 32) then times each
 distinct series again with the two taken in turn: SkyPilot's optimizer kept running in its own
-process (``skypilot_side.py --serve``), one call on the next of the requests above, then one
-distinct gpucost quote over HTTP, N times per series. Each pair shares the machine's state of the
-moment; printed are both p50s, their ratio and the median of the pairs' own ratios.
+process (``skypilot_side.py --serve``), one call on the next of the requests above and one
+distinct gpucost quote over HTTP, which goes first alternating, N times per series. Each pair
+shares the machine's state of the moment; printed are both p50s, their ratio and the median of
+the pairs' own ratios.
 
 SkyPilot is installed from PyPI into a throwaway venv unless ``--sky-python`` names one.
 
