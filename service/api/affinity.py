@@ -125,6 +125,14 @@ def allowed_before_binding() -> frozenset[int] | None:
     return _allowed
 
 
+def allowed_cpus() -> frozenset[int] | None:
+    """Every CPU this process may use, bound or not (None: the system cannot tell): what a process
+    it starts is given back (``release_to``)."""
+    if _allowed is not None:
+        return _allowed
+    return frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
 def release_to(cpus: frozenset[int] | None) -> None:
     """Bind every thread of this process to ``cpus`` (a solve worker, given its server's set)."""
     if cpus and hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task"):

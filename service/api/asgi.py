@@ -21,6 +21,7 @@ if multiprocessing.parent_process() is not None:
     # One of ``gpucost serve --workers N``'s processes, started by uvicorn's supervisor: when that
     # is killed outright (no SIGTERM to pass on), this one ends too, and its solve workers with it.
     end_with_parent(ignore_interrupt=False)
-# Before the app: its solve workers are told the CPUs the server had before it bound its threads.
-affinity.bind_to_one_cpu(_settings.serve_cpu_affinity)
 app = create_app(_settings)
+# Once the app is made (a server that cannot start binds nothing), before it serves; its solve
+# workers were given every CPU this process had (``affinity.allowed_cpus``).
+affinity.bind_to_one_cpu(_settings.serve_cpu_affinity)

@@ -53,7 +53,7 @@ class SolvePool:
         self.flags = ctx.Array("b", SLOTS, lock=False)
         self.executor = ProcessPoolExecutor(
             max_workers=processes, mp_context=ctx, initializer=_init,
-            initargs=(settings.model_dump(mode="json"), self.flags, affinity.allowed_before_binding()),
+            initargs=(settings.model_dump(mode="json"), self.flags, affinity.allowed_cpus()),
         )
         self._free = list(range(SLOTS))
         self._lock = threading.Lock()

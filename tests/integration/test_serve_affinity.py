@@ -71,3 +71,22 @@ def test_a_bad_value_is_refused_naming_the_variable(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "GPUCOST_SERVE_CPU_AFFINITY" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_server_that_cannot_start_binds_nothing(tmp_path: Path) -> None:
+    """``gpucost serve`` run in a process of its caller's (a CLI runner) that fails as its app is
+    made (here a missing price book) leaves that process's threads where they were and claims no CPU."""
+    code = (
+        "import json, os\n"
+        "from typer.testing import CliRunner\n"
+        "from service.cli import app\n"
+        "result = CliRunner().invoke(app, ['serve', '--port', '1'])\n"
+        "print(json.dumps({'code': result.exit_code, 'cpus': sorted(os.sched_getaffinity(0))}))\n"
+    )
+    env = server_env(f"sqlite:///{tmp_path / 'prices.sqlite'}", GPUCOST_PRICE_BOOK=str(tmp_path / "missing.yaml"),
+                     TMPDIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                         check=False, timeout=180)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"code": 2, "cpus": ALLOWED}, out.stderr[-2000:]
+    assert not (tmp_path / f"gpucost-cpus-{os.getuid()}").exists()
