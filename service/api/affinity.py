@@ -71,7 +71,7 @@ def _current_cpu() -> int | None:
 
 
 def _in_claim_order(allowed: frozenset[int]) -> list[int]:
-    """``allowed`` from the CPU this process runs on, round."""
+    """``allowed`` in order, starting from the CPU this process runs on and wrapping around."""
     cpus = sorted(allowed)
     here = _current_cpu()
     if here in allowed:
@@ -115,6 +115,10 @@ def bind_to_one_cpu(mode: str, folder: Path | None = None, most: int = MOST_CPUS
     except OSError as exc:
         held.close()
         logger.warning("serving on every CPU: threads cannot be bound here (%s)", exc)
+        try:  # the threads bound before the error go back where they were
+            _set_all_threads(allowed)
+        except OSError:
+            pass
         return None
     _held, _allowed = held, allowed
     return cpu
