@@ -83,21 +83,8 @@ def test_fetch_reads_savings_plans_and_capacity_blocks_through_stubbed_apis(aws_
         se.add_response("describe_spot_price_history", {"SpotPriceHistory": []},
                         {"InstanceTypes": ["p4d.24xlarge"], "ProductDescriptions": ["Linux/UNIX"], "StartTime": ANY})
         # Shapes as the Savings Plans API reference documents them (SavingsPlanOfferingRate).
-        ss.add_response("describe_savings_plans_offering_rates", {"searchResults": [
-            {"savingsPlanOffering": {"offeringId": "off-1yr-nu", "paymentOption": "No Upfront",
-                                     "planType": "EC2Instance", "durationSeconds": 31536000, "currency": "USD"},
-             "rate": "14.5", "unit": "Hrs", "productType": "EC2", "serviceCode": "AmazonEC2",
-             "usageType": "USE1-BoxUsage:p4d.24xlarge", "operation": "RunInstances",
-             "properties": [{"name": "region", "value": "us-east-1"},
-                            {"name": "instanceType", "value": "p4d.24xlarge"},
-                            {"name": "productDescription", "value": "Linux/UNIX"},
-                            {"name": "tenancy", "value": "shared"}]},
-            {"savingsPlanOffering": {"offeringId": "off-win", "paymentOption": "No Upfront",
-                                     "planType": "Compute", "durationSeconds": 31536000, "currency": "USD"},
-             "rate": "20.0", "unit": "Hrs", "operation": "RunInstances:0002",
-             "properties": [{"name": "region", "value": "us-east-1"},
-                            {"name": "instanceType", "value": "p4d.24xlarge"}]},
-        ]}, None)
+        rates = json.loads((API / "aws_savingsplans_offering_rates_p4d_built.json").read_text())
+        ss.add_response("describe_savings_plans_offering_rates", rates["response"], None)
         se.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [{
             "CapacityBlockOfferingId": "cbr-0123", "InstanceType": "p4d.24xlarge",
             "AvailabilityZone": "us-east-1a", "InstanceCount": 1, "StartDate": start,
