@@ -8,7 +8,11 @@ answer cache off, so every quote is computed), then for each kind asks, round af
 
 * three requests back to back, then a fourth, timed ("back to back": the server was busy);
 * for each gap in ``--gaps`` (milliseconds): the client sleeps that long, then one request, timed;
-* the client spins 100 ms on its own CPU (the server idle, the machine not), then one, timed.
+* the client spins 100 ms on its own CPU (the server idle, the machine not), then one, timed;
+* another process spins 100 ms on the server's own CPUs (the server's CPU busy, not idle, but
+  with someone else's work), then one, timed: what a quote costs after a different program ran
+  where the server runs (``vs_skypilot.py --interleaved`` puts SkyPilot's optimizer there or
+  beside it). The same cost as after 100 ms idle says it is not the CPU's wake-up.
 
 Every quote is a new question (``bench/ab_quotes.py``'s kinds: ``restricted``, 8xA100 on aws/gcp;
 ``open``, every provider, GPU and build; both with a new token count; ``model``, a model size
@@ -43,11 +47,26 @@ def pin(port: int, cpus: str) -> None:
     """Every thread of the server listening on ``port`` to ``cpus``."""
     if shutil.which("taskset") is None:
         raise SystemExit("--pin needs taskset (util-linux)")
+    subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(server_pid(port))], check=True, stdout=subprocess.DEVNULL)
+
+
+# A process that spins on command: one line in ("seconds"), one line out when done.
+_SPINNER = """
+import sys, time
+for line in sys.stdin:
+    t = time.perf_counter()
+    while time.perf_counter() - t < float(line):
+        pass
+    print("done", flush=True)
+"""
+
+
+def server_pid(port: int) -> int:
     found = subprocess.run(["pgrep", "-f", "--", f"--port {port} "], capture_output=True, text=True, check=False)
     pids = found.stdout.split()
     if len(pids) != 1:
-        raise SystemExit(f"--pin: expected one server process on port {port}, found {pids}")
-    subprocess.run(["taskset", "-a", "-p", "-c", cpus, pids[0]], check=True, stdout=subprocess.DEVNULL)
+        raise SystemExit(f"expected one server process on port {port}, found {pids}")
+    return int(pids[0])
 
 
 def main() -> None:
@@ -65,6 +84,17 @@ def main() -> None:
         if args.pin:
             pin(port, args.pin)
         conn = http.client.HTTPConnection(HOST, port, timeout=120)
+        # Where the server runs (its binding or --pin), and a spinner kept there.
+        cpus = os.sched_getaffinity(server_pid(port))
+        spinner = subprocess.Popen([sys.executable, "-c", _SPINNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   text=True)
+
+        def spin_beside(seconds: float) -> None:
+            assert spinner.stdin is not None and spinner.stdout is not None
+            spinner.stdin.write(f"{seconds}\n")
+            spinner.stdin.flush()
+            if spinner.stdout.readline().strip() != "done":
+                raise RuntimeError("the spinner process stopped")
 
         def ask(kind: str) -> float:
             if kind == "healthz":
@@ -80,8 +110,10 @@ def main() -> None:
             return time.perf_counter() - t
 
         print(f"p50 of {args.rounds} rounds, one server (answer cache off), {os.cpu_count()} CPUs, "
-              f"load {os.getloadavg()[0]:.1f}{f', server pinned to CPU {args.pin}' if args.pin else ''}:")
+              f"load {os.getloadavg()[0]:.1f}, server on CPU {','.join(map(str, sorted(cpus)))}"
+              f"{' (--pin)' if args.pin else ''}:")
         try:
+            os.sched_setaffinity(spinner.pid, cpus)
             for kind in kinds:
                 for _ in range(10):
                     ask(kind)
@@ -97,12 +129,18 @@ def main() -> None:
                     while time.perf_counter() - t < SPIN_S:  # the client busy, the server idle
                         pass
                     cases.setdefault(f"after the client spun {SPIN_S * 1e3:g} ms", []).append(ask(kind))
+                    spin_beside(SPIN_S)
+                    cases.setdefault(f"after another process spun {SPIN_S * 1e3:g} ms on its CPU",
+                                     []).append(ask(kind))
                 busy = statistics.median(cases["back to back"])
                 row = "  ".join(f"{case} {statistics.median(ts) * 1e3:6.2f} ms (x{statistics.median(ts) / busy:.2f})"
                                 for case, ts in cases.items())
                 print(f"  {kind:10} {row}")
         finally:
             conn.close()
+            if spinner.stdin is not None:
+                spinner.stdin.close()
+            spinner.wait(timeout=10)
 
 
 if __name__ == "__main__":
