@@ -165,10 +165,16 @@ def _warnings(w: Workload, gpu: GpuSpec, host: HostDetail, emulated: bool,
     return out
 
 
-def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, tried: list[str]) -> Estimate:
+def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str,
+         found: tuple[MemoryParts, Throughput] | None = None) -> Estimate:
+    """The estimate of the concrete recipe ``w`` under ``sharding``; ``found``: its memory model and
+    throughput, when the recipe search already computed them."""
     _check_vision(shape, w)
-    mem = _memory(shape, w, gpu, gpu_count, sharding)
-    tp = _speed(shape, w, gpu, gpu_count, sharding, mem)
+    if found is None:
+        mem = _memory(shape, w, gpu, gpu_count, sharding)
+        tp = throughput(shape, w, gpu, gpu_count, sharding, mem)
+    else:
+        mem, tp = found
     # What depends on the amount of training (hours, FLOPs, the dataset's RAM and disk), computed
     # as ``amounts.at_amount`` computes it for another amount from the same basis.
     basis = AmountBasis(shape, w, mem, tp, gpu_count, sharding)
@@ -260,41 +266,16 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
             "host_feed": {"unit": host.feed_unit, "per_second_per_node": host.feed_per_second_per_node,
                           "per_core": host.feed_per_core, "cores_for_70pct_busy": host.needs.cpu_cores,
                           "cores_full_feed": host.cores_full_feed},
-            "sharding_tried": tried,
+            "sharding_tried": [sharding],
             BASIS_KEY: basis,
         },
     )
 
 
 # An estimate with its details holds ~10-15 KB: bench/footprint.py saw the server grow by 690 MB over
-# 200 distinct quotes with 65,536 slots per memo. 8,192 each bounds both near 200 MB, and the least
+# 200 distinct quotes with 65,536 slots per memo. 8,192 bounds it near 200 MB, and the least
 # recently used entry goes first, so the estimates of recent requests stay.
 MEMO_SIZE = 8192
-_CACHE: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
-
-
-def _estimate_cached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
-    """The estimate of ``w``'s recipe, memoised without the amount of training: it may hold
-    another amount's figures (``_fitted_cached`` moves them to ``w``'s)."""
-    key = (w.rate_key(), gpu_name, gpu_count, sharding)
-    return _CACHE.get_or_compute(key, lambda: _estimate_uncached(w, gpu_name, gpu_count, sharding))
-
-
-def _estimate_uncached(w: Workload, gpu_name: str, gpu_count: int, sharding: str) -> Estimate:
-    shape = resolve_model(w.model)
-    gpu = gpu_spec(gpu_name)
-    schemes = resolve_sharding(sharding, gpu_count)
-    tried: list[str] = []
-    best: Estimate | None = None
-    for scheme in schemes:
-        tried.append(scheme)
-        est = _one(shape, w, gpu, gpu_count, scheme, tried.copy())
-        if best is None or est.memory_gb.total_per_gpu < best.memory_gb.total_per_gpu:
-            best = est
-        if est.fits:
-            return est
-    assert best is not None  # schemes is never empty
-    return best
 
 
 def estimate(
@@ -373,14 +354,13 @@ def _fused(shape: ModelShape, w: Workload, gpu: GpuSpec) -> bool:
     return fused
 
 
-# The memory model and the speed of one concrete recipe (``w`` with its micro-batch, checkpointing
-# and precision fixed), memoised without the amount of training: the recipe search compares the
-# speed of its trials and the estimate of the winner reads the same figures again, and the memory
-# model is the same on every card with the same attention kernel (see ``_peak_gb``), so a quote over
-# dozens of card types computes each once. Bounded like the estimates they make.
+# The memory model of one concrete recipe (``w`` with its micro-batch, checkpointing and precision
+# fixed), memoised without the amount of training: it is the same on every card with the same
+# attention kernel (see ``_peak_gb``), so a quote over dozens of card types computes each once.
+# Bounded like the estimates it is part of. (A card's throughput is its own: ``_fit_scheme`` hands
+# the figure its recipe search computed to the estimate of the winner, with no memo between.)
 SPEED_MEMO_SIZE = 4096
 _PARTS: LruMemo[tuple[str, int, str, bool], MemoryParts] = LruMemo(SPEED_MEMO_SIZE)
-_SPEED: LruMemo[tuple[str, str, int, str], Throughput] = LruMemo(SPEED_MEMO_SIZE)
 
 
 def _memory(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> MemoryParts:
@@ -388,13 +368,6 @@ def _memory(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shardi
         return memory_parts(shape, w, gpu, gpu_count, sharding)
     key = (w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu))
     return _PARTS.get_or_compute(key, lambda: memory_parts(shape, w, gpu, gpu_count, sharding))
-
-
-def _speed(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str, mem: MemoryParts) -> Throughput:
-    if w.precision == "auto":
-        return throughput(shape, w, gpu, gpu_count, sharding, mem)
-    key = (w.rate_key(), gpu.name, gpu_count, sharding)
-    return _SPEED.get_or_compute(key, lambda: throughput(shape, w, gpu, gpu_count, sharding, mem))
 
 
 def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> float:
@@ -428,9 +401,18 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
     def fits(cw: Workload) -> bool:
         return _peak_gb(shape, cw, gpu, gpu_count, sharding) <= usable
 
+    # The memory model and throughput of each trial the search compared, for the estimate of the
+    # one it keeps; keyed by the trial's workload object, which ``trials`` holds while this runs.
+    found: dict[int, tuple[MemoryParts, Throughput]] = {}
+
     def speed(t: rcp.Trial) -> float:
         mem = _memory(shape, t.workload, gpu, gpu_count, sharding)
-        return _speed(shape, t.workload, gpu, gpu_count, sharding, mem).tokens_per_second
+        tp = throughput(shape, t.workload, gpu, gpu_count, sharding, mem)
+        found[id(t.workload)] = (mem, tp)
+        return tp.tokens_per_second
+
+    def one(cw: Workload) -> Estimate:
+        return _one(shape, cw, gpu, gpu_count, sharding, found.get(id(cw)))
 
     # Which recipes fit depends on the card only through its usable memory and its attention
     # kernel (``_peak_gb``): cards alike in both share one search.
@@ -441,13 +423,13 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         trials.sort(key=speed, reverse=True)
     best: tuple[Estimate, rcp.Trial] | None = None
     for t in trials:
-        est = _estimate_cached(t.workload, gpu_name, gpu_count, sharding)
+        est = one(t.workload)
         if est.fits:
             best = (est, t)
             break
     if best is None:
         t = rcp.least_memory_trial(w, gpu_count, sharding)
-        best = (_estimate_cached(t.workload, gpu_name, gpu_count, sharding), t)
+        best = (one(t.workload), t)
     est, t = best
     recipe = t.recipe
     if chose_precision:  # the request said "auto": the recipe says which precision it chose
@@ -472,11 +454,9 @@ def on_clear(forget: Callable[[], None]) -> None:
 
 def clear_cache() -> None:
     """Forget memoized estimates, and what was derived from them (after calibration constants change)."""
-    _CACHE.clear()
     _FITTED.clear()
     _PEAK.clear()
     _PARTS.clear()
-    _SPEED.clear()
     _VIEWS.clear()
     _TRIALS.clear()
     forget_step_terms()

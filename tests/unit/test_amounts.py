@@ -46,13 +46,20 @@ def test_an_estimate_after_another_amount_is_the_estimate_computed_cold(gpu: str
         assert after.details[BASIS_KEY].w.tokens == w.tokens  # the basis moved with the amount
 
 
-def test_a_new_amount_computes_no_new_memory_or_speed_model() -> None:
+def test_a_new_amount_computes_no_new_memory_or_speed_model(monkeypatch: pytest.MonkeyPatch) -> None:
     clear_cache()
     w = Workload(model="llama-3-8b", method="qlora", tokens=1e8)
     first = estimate(w, "A100", 1)
-    kept = (len(est_mod._CACHE), len(est_mod._FITTED))
+    kept = (len(est_mod._FITTED), len(est_mod._PARTS))
+    models: list[str] = []
+    for name in ("memory_parts", "throughput"):
+        made = getattr(est_mod, name)
+        monkeypatch.setattr(est_mod, name, lambda *a, _made=made, _name=name, **k: models.append(_name) or _made(*a, **k))
     more = estimate(w.model_copy(update={"tokens": 3e9}), "A100", 1)
-    assert (len(est_mod._CACHE), len(est_mod._FITTED)) == kept
+    assert (len(est_mod._FITTED), len(est_mod._PARTS)) == kept
+    assert models == []  # neither a memory model nor a throughput computed
+    estimate(w.model_copy(update={"seq_len": 1024}), "A100", 1)
+    assert "memory_parts" in models and "throughput" in models  # the count above can see them
     # Hours grow with the tokens; memory, speed and the recipe stay.
     assert more.hours > 20 * first.hours
     assert (more.memory_gb, more.tokens_per_second, more.recipe) == (first.memory_gb, first.tokens_per_second,

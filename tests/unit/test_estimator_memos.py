@@ -1,5 +1,5 @@
-"""The estimator's memory, speed and recipe-search memos (``estimate._memory``, ``estimate._speed``,
-``estimate._TRIALS``, ``estimate._memory_view``, ``throughput.step_terms``): one card's memory parts
+"""The estimator's memory and recipe-search memos (``estimate._memory``, ``estimate._TRIALS``,
+``estimate._memory_view``, ``throughput.step_terms``): one card's memory parts
 serve every card with the same attention kernel, which holds only if the memory model reads the
 card through its kernel alone, every part of it (not just the total); one card's recipe search
 serves every card with the same kernel and usable memory; an estimate made with the memos is the
@@ -58,11 +58,10 @@ def test_an_estimate_made_with_the_memos_is_the_one_made_without(gpu: str, monke
     for card in CARDS:  # fill the memos from other cards first
         estimate(w, card, 2)
     with_memos = estimate(w, gpu, 2).model_dump()
-    assert len(est_mod._PARTS) > 0 and len(est_mod._SPEED) > 0
+    assert len(est_mod._PARTS) > 0
     assert len(est_mod._VIEWS) > 0 and len(tp_mod._STEP_TERMS) > 0
     clear_cache()
     monkeypatch.setattr(est_mod, "_memory", lambda shape, cw, g, n, s: memory_parts(shape, cw, g, n, s))
-    monkeypatch.setattr(est_mod, "_speed", lambda shape, cw, g, n, s, mem: est_mod.throughput(shape, cw, g, n, s, mem))
     monkeypatch.setattr(tp_mod, "_STEP_TERMS", _NeverKept(1))
     made = est_mod._memory_view
 
