@@ -337,10 +337,10 @@ def _fitted(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate
     return min(results, key=lambda e: e.memory_gb.total_per_gpu)
 
 
-_PEAK: dict[tuple[str, int, str, bool], float] = {}
-# Whether a card runs fused attention for a precision and head size (what the kernel choice reads).
+# Whether a card runs fused attention for a precision and head size (what the kernel choice reads);
+# emptied when full (head sizes come from requests).
 _FUSED: dict[tuple[str, bool, str, str, int], bool] = {}
-_PEAK_MAX = 65536
+_FUSED_MAX = 65536
 
 
 def _fused(shape: ModelShape, w: Workload, gpu: GpuSpec) -> bool:
@@ -350,6 +350,8 @@ def _fused(shape: ModelShape, w: Workload, gpu: GpuSpec) -> bool:
     fk = (gpu.name, w.flash_attention, w.precision, w.stack, shape.attn_head_dim)
     fused = _FUSED.get(fk)
     if fused is None:
+        if len(_FUSED) >= _FUSED_MAX:
+            _FUSED.clear()
         fused = _FUSED[fk] = fused_attention_available(gpu, w, shape.attn_head_dim)
     return fused
 
@@ -374,13 +376,8 @@ def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shard
     """Peak GB per GPU, shared by every GPU type with the same attention kernel: the memory model
     depends on the card only through ``fused_attention_available`` (a unit test holds it to
     that), so a quote's recipe search over dozens of card types evaluates each micro-batch once."""
-    key = (w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu))
-    hit = _PEAK.get(key)
-    if hit is None:
-        if len(_PEAK) >= _PEAK_MAX:
-            _PEAK.clear()
-        hit = _PEAK[key] = memory_parts(shape, w, gpu, gpu_count, sharding).total / GB
-    return hit
+    # The memory model the estimate of the winning recipe reads too (``_memory``): one memo for both.
+    return _memory(shape, w, gpu, gpu_count, sharding).total / GB
 
 
 # The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme, attention
@@ -455,7 +452,6 @@ def on_clear(forget: Callable[[], None]) -> None:
 def clear_cache() -> None:
     """Forget memoized estimates, and what was derived from them (after calibration constants change)."""
     _FITTED.clear()
-    _PEAK.clear()
     _PARTS.clear()
     _VIEWS.clear()
     _TRIALS.clear()
