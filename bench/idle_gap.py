@@ -1,7 +1,7 @@
 """A question asked of a server that was busy a moment ago, against one asked after it sat idle.
 
     .venv/bin/python bench/idle_gap.py [--rounds 60] [--kinds healthz,restricted,open,model]
-        [--gaps 10,100] [--pin CPUS]
+        [--gaps 10,100] [--pin CPUS] [--in-process]
 
 Starts ``gpucost serve`` on loopback over a fresh SQLite store holding the bundled snapshot (the
 answer cache off, so every quote is computed), then for each kind asks, round after round:
@@ -20,6 +20,10 @@ nobody asked before); ``healthz`` is ``GET /healthz``. A person who clicks gets 
 script that sends its questions back to back gets the busy one. ``--pin 0`` binds every thread of
 the server to CPU 0 (``taskset``): the server's event loop and the thread a quote runs on then hand
 the request to each other on one CPU. Prints p50 per kind and case. Nothing leaves loopback.
+
+``--in-process`` asks the same questions of ``service.answers.quote_answer`` in this one thread,
+with no server, no socket and no other thread (the heap frozen after each, as a server does): a
+cost that shows up here after a pause is the quote's own, not the server's.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,15 +74,82 @@ def server_pid(port: int) -> int:
     return int(pids[0])
 
 
+def spin(seconds: float) -> None:
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        pass
+
+
+def measure(ask: Callable[[str], float], kind: str, rounds: int, gaps: list[float],
+            spin_beside: Callable[[float], None] | None = None) -> dict[str, list[float]]:
+    """Seconds per case of ``rounds`` rounds of ``kind`` (see the module's docstring)."""
+    for _ in range(10):
+        ask(kind)
+    cases: dict[str, list[float]] = {"back to back": []}
+    for _ in range(rounds):
+        for _ in range(3):
+            ask(kind)
+        cases["back to back"].append(ask(kind))
+        for gap in gaps:
+            time.sleep(gap / 1e3)
+            cases.setdefault(f"after {gap:g} ms idle", []).append(ask(kind))
+        spin(SPIN_S)  # the client busy (in-process: this very thread)
+        cases.setdefault(f"after the client spun {SPIN_S * 1e3:g} ms", []).append(ask(kind))
+        if spin_beside is not None:
+            spin_beside(SPIN_S)
+            cases.setdefault(f"after another process spun {SPIN_S * 1e3:g} ms on its CPU", []).append(ask(kind))
+    return cases
+
+
+def report(kind: str, cases: dict[str, list[float]]) -> None:
+    busy = statistics.median(cases["back to back"])
+    row = "  ".join(f"{case} {statistics.median(ts) * 1e3:6.2f} ms (x{statistics.median(ts) / busy:.2f})"
+                    for case, ts in cases.items())
+    print(f"  {kind:10} {row}")
+
+
+def in_process(kinds: list[str], rounds: int, gaps: list[float]) -> None:
+    """The same rounds on ``quote_answer`` in this thread: no server, socket or thread hop."""
+    import gc
+
+    from cold_quote_profile import bench_store
+
+    store = bench_store("gpucost-idle-")
+    from service.answers import quote_answer
+    from service.schemas import QuoteRequest
+
+    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # as a served process (service.api.heap)
+    fresh = itertools.count(1)
+
+    def ask(kind: str) -> float:
+        request = QuoteRequest.model_validate(body(kind, next(fresh), 13))
+        t = time.perf_counter()
+        quote_answer(request, store)
+        took = time.perf_counter() - t
+        gc.freeze()  # what outlives a request, as a served process does at each request's end
+        return took
+
+    print(f"p50 of {rounds} rounds, in this process (no server), {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}, on CPU {','.join(map(str, sorted(os.sched_getaffinity(0))))}:")
+    for kind in kinds:
+        if kind == "healthz":
+            continue  # a route, not a computation
+        report(kind, measure(ask, kind, rounds, gaps))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--kinds", default="healthz,restricted,open,model")
     ap.add_argument("--gaps", default="10,100", help="idle gaps before a request, in milliseconds")
     ap.add_argument("--pin", help="CPUs for every thread of the server (taskset -c), e.g. 0")
+    ap.add_argument("--in-process", action="store_true", help="quote_answer in this thread, no server")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
     gaps = [float(g) for g in args.gaps.split(",")]
+    if args.in_process:
+        in_process(kinds, args.rounds, gaps)
+        return
     fresh = itertools.count(1)
     with server(args=["--log-level", "warning"], env_extra={"GPUCOST_ANSWER_CACHE": "false"}) as base:
         port = int(base.rsplit(":", 1)[1])
@@ -115,27 +187,7 @@ def main() -> None:
         try:
             os.sched_setaffinity(spinner.pid, cpus)
             for kind in kinds:
-                for _ in range(10):
-                    ask(kind)
-                cases: dict[str, list[float]] = {"back to back": []}
-                for _ in range(args.rounds):
-                    for _ in range(3):
-                        ask(kind)
-                    cases["back to back"].append(ask(kind))
-                    for gap in gaps:
-                        time.sleep(gap / 1e3)
-                        cases.setdefault(f"after {gap:g} ms idle", []).append(ask(kind))
-                    t = time.perf_counter()
-                    while time.perf_counter() - t < SPIN_S:  # the client busy, the server idle
-                        pass
-                    cases.setdefault(f"after the client spun {SPIN_S * 1e3:g} ms", []).append(ask(kind))
-                    spin_beside(SPIN_S)
-                    cases.setdefault(f"after another process spun {SPIN_S * 1e3:g} ms on its CPU",
-                                     []).append(ask(kind))
-                busy = statistics.median(cases["back to back"])
-                row = "  ".join(f"{case} {statistics.median(ts) * 1e3:6.2f} ms (x{statistics.median(ts) / busy:.2f})"
-                                for case, ts in cases.items())
-                print(f"  {kind:10} {row}")
+                report(kind, measure(ask, kind, args.rounds, gaps, spin_beside))
         finally:
             conn.close()
             if spinner.stdin is not None:
