@@ -273,8 +273,9 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
 
 
 # An estimate with its details holds ~10-15 KB: bench/footprint.py saw the server grow by 690 MB over
-# 200 distinct quotes with 65,536 slots per memo. 8,192 bounds it near 200 MB, and the least
-# recently used entry goes first, so the estimates of recent requests stay.
+# 200 distinct quotes with 65,536 slots per memo, when two memos held estimates; 8,192 each bounded
+# both near 200 MB. One holds them now (``_FITTED``). The least recently used entry goes first, so
+# the estimates of recent requests stay.
 MEMO_SIZE = 8192
 
 
