@@ -347,15 +347,13 @@ def time_distinct(base: str, requests: list[dict[str, Any]], n: int) -> dict[str
     """Every quote a question the server was never asked: see ``new_tokens`` and the others."""
     if n <= 0:
         return {}
-    restricted: list[float] = []
-    for r in requests:
-        restricted += time_http(base, lambda r=r: quote_body(r, new_tokens()), n)[0]  # type: ignore[misc]
-    return {
-        "restricted_tokens": restricted,
-        "open_tokens": time_http(base, lambda: quote_body(None, new_tokens()), n)[0],
-        "open_seq_len": time_http(base, lambda: quote_body(None, new_seq_len()), n)[0],
-        "open_model": time_http(base, lambda: quote_body(None, new_model()), n)[0],
-    }
+    out: dict[str, list[float]] = {}
+    for key, _label, _target in DISTINCT:
+        # The restricted series per request in turn; the others are unrestricted (no request).
+        targets = requests if key == "restricted_tokens" else [{}]
+        out[key] = [t for r in targets
+                    for t in time_http(base, lambda key=key, r=r: distinct_body(key, r), n)[0]]  # type: ignore[misc]
+    return out
 
 
 def distinct_body(key: str, r: dict[str, Any]) -> dict[str, Any]:

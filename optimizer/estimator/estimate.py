@@ -1,7 +1,8 @@
 """One estimate: does the job fit on ``gpu_count`` x ``gpu``, how fast, how long, what host.
 
-``estimate`` is called for every distinct (GPU, count, sharding) of a quote, thousands of times,
-so results are memoized on ``Workload.cache_key()``.
+``estimate`` is called for every distinct (GPU, count, sharding) of a quote, about 140 times for an
+unrestricted one, so results are memoized (``_FITTED``) on ``Workload.rate_key()``: the workload
+without its amount of training, which ``amounts.at_amount`` applies afterwards.
 """
 
 from __future__ import annotations
