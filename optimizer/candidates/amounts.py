@@ -30,11 +30,13 @@ from optimizer.estimator.amounts import (
     AmountBasis,
     amount_inputs,
     amount_kind,
-    hours_at,
     same_amount,
+    shown_hours,
+    terms_of,
 )
 from optimizer.estimator.estimate import moved_to_amount
 from optimizer.estimator.host import disk_total_gb, with_dataset
+from optimizer.estimator.throughput import RunTerms, run_hours
 from optimizer.estimator.workload import Workload
 
 if TYPE_CHECKING:
@@ -59,6 +61,7 @@ class _Basis:
     index: int  # in the kept list
     values: list[Any]  # the configuration's fields, in order (moving replaces ``MOVED_FIELDS``)
     basis: AmountBasis
+    terms: RunTerms  # what the run's hours follow from besides the tokens
     ram_parts_gb: dict[str, float]
     disk_parts_gb: dict[str, float]
     gpu_count: int  # the estimate's (the GPUs that train)
@@ -115,7 +118,8 @@ class KeptMoves(Generic[C]):
             if not ram or not disk:
                 return None
             values = [getattr(c, f.name) for f in dataclasses.fields(c)]  # type: ignore[arg-type]
-            bases.append(_Basis(i, values, basis, ram, disk, est.gpu_count, c.total_gpus))  # type: ignore[attr-defined]
+            bases.append(_Basis(i, values, basis, terms_of(basis), ram, disk, est.gpu_count,
+                                c.total_gpus))  # type: ignore[attr-defined]
         for b, got in zip(bases, self._figures(bases, self._kept), strict=True):
             if got != tuple(getattr(cfgs[b.index], f) for f in MOVED_FIELDS):
                 return None
@@ -128,14 +132,16 @@ class KeptMoves(Generic[C]):
 
     def _figures(self, bases: list[_Basis], w: Workload) -> list[tuple[float, float, float, float]]:
         out = []
+        gpn, setup_hours = self._gpus_per_node, self._setup_hours
         for b in bases:
             a = amount_inputs(b.basis.shape, w)
-            hours, parts = hours_at(b.basis, a.tokens)
+            t = b.terms
             ram_parts, disk_parts = with_dataset(b.ram_parts_gb, b.disk_parts_gb, a.cache_gb, a.raw_gb)
-            # As ``estimator.job_host`` reads the estimate: setup from the hours' parts.
+            # As ``amounts.hours_at`` computes an estimate's hours and ``estimator.job_host`` reads its
+            # setup (the hours' ``setup_hours`` part).
             out.append(config_figures(
-                hours, float(parts.get("setup_hours", 0.0)), job_ram_gb(ram_parts, b.gpu_count),
-                disk_total_gb(disk_parts), self._gpus_per_node, b.total_gpus, self._setup_hours,
+                shown_hours(run_hours(a.tokens, t)[0]), t.setup_hours, job_ram_gb(ram_parts, b.gpu_count),
+                disk_total_gb(disk_parts), gpn, b.total_gpus, setup_hours,
             ))
         return out
 
@@ -148,10 +154,12 @@ class KeptMoves(Generic[C]):
         if self._bases is None:
             return None
         cfgs = list(self._cfgs)
-        for b, got in zip(self._bases, self._figures(self._bases, w), strict=True):
+        if not self._bases:
+            return cfgs
+        i0, i1, i2, i3 = self._at
+        for b, (f0, f1, f2, f3) in zip(self._bases, self._figures(self._bases, w), strict=True):
             values = b.values.copy()
-            for i, v in zip(self._at, got, strict=True):
-                values[i] = v
+            values[i0], values[i1], values[i2], values[i3] = f0, f1, f2, f3
             cfgs[b.index] = type(cfgs[b.index])(*values)
         return cfgs
 

@@ -577,6 +577,8 @@ def cloud_candidates(
     pricings: list[Pricing] = ["on_demand", "spot"] if constraints.allow_spot else ["on_demand"]
     so = spot_risk.SpotOptions.of(constraints)
     reuse = _reusable(estimator, shardings)
+    # What the groups' configurations are kept under: the workload without its amount (the same for all).
+    kept_as = amount_key(workload) if reuse else None
 
     for group in _filter_offers(offers, constraints, tally, screen).values():
         gpn = group.gpus_per_node
@@ -601,7 +603,7 @@ def cloud_candidates(
                     fabric=g.fabric, setup_hours=assumptions.setup_hours, margin=constraints.safety_margin,
                 )
 
-            key = (amount_key(workload), group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
+            key = (kept_as, group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
                    group.fabric, assumptions.setup_hours, constraints.safety_margin)
             cfgs = _kept(key, make, memo, workload, gpn, assumptions.setup_hours) if reuse else make(memo)
             # Offer-independent reason of the best config-level attempt.

@@ -7,17 +7,19 @@ the amount's figures here, from the memory and throughput it kept: a quote that 
 ``tokens`` costs no new memory model, recipe search or throughput model.
 
 ``figures`` is what the estimator itself computes an estimate's amount-dependent figures with, and
-``at_amount`` recomputes them with the same function for another amount, so an estimate reached
-either way is the same, figure for figure (``tests/unit/test_amounts.py`` holds it to that).
+``at_amount`` recomputes them for another amount with the same pieces (``hours_at``,
+``host.with_dataset``, ``host.needs_of``), so an estimate reached either way is the same, figure for
+figure (``tests/unit/test_amounts.py`` holds it to that).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from optimizer.estimator.host import HostDetail, dataset_gb, host_needs
-from optimizer.estimator.throughput import run_hours, run_tokens
+from optimizer.estimator.construct import replaced
+from optimizer.estimator.host import HostDetail, dataset_gb, host_needs, needs_of, with_dataset
+from optimizer.estimator.throughput import RunTerms, run_hours, run_terms, run_tokens
 from optimizer.estimator.workload import AMOUNT_FIELDS, Workload
 
 if TYPE_CHECKING:
@@ -57,8 +59,24 @@ class AmountFigures:
 def hours_at(b: AmountBasis, tokens: float) -> tuple[float, dict[str, float]]:
     """A run's hours (rounded as the estimate shows them) and their parts when it trains ``tokens``
     (``run_tokens``) at ``b``'s speed: all the amount changes of them."""
-    hours, parts = run_hours(tokens, b.tp.tokens_per_second, b.shape, b.w, b.mem, b.gpu_count, b.sharding)
-    return float(round(hours, 4)), parts
+    t = terms_of(b)
+    hours, train_h, ckpt_h = run_hours(tokens, t)
+    return shown_hours(hours), {
+        "train_hours": train_h,
+        "setup_hours": t.setup_hours,
+        "download_hours": t.download_hours,
+        "checkpoint_hours": ckpt_h,
+    }
+
+
+def terms_of(b: AmountBasis) -> RunTerms:
+    """What ``b``'s run hours follow from besides the tokens (the same for every amount)."""
+    return run_terms(b.tp.tokens_per_second, b.shape, b.w, b.mem, b.gpu_count)
+
+
+def shown_hours(hours: float) -> float:
+    """A run's hours as an estimate shows them."""
+    return float(round(hours, 4))
 
 
 def figures(b: AmountBasis) -> AmountFigures:
@@ -72,8 +90,13 @@ def figures(b: AmountBasis) -> AmountFigures:
         hour_parts=dict(parts),
         host=host,
         # ``train_flops`` from the per-token figure the throughput already holds.
-        train_flops=float(f"{b.tp.model_flops_per_token * run_tokens(b.shape, w):.6e}"),
+        train_flops=_flops(b.tp, run_tokens(b.shape, w)),
     )
+
+
+def _flops(tp: Throughput, tokens: float) -> float:
+    """A run's model FLOPs, rounded as the estimate shows them, from the throughput's per-token figure."""
+    return float(f"{tp.model_flops_per_token * tokens:.6e}")
 
 
 _FIELDS = tuple(sorted(AMOUNT_FIELDS))
@@ -146,8 +169,15 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
 
     ``check``: the estimator's validation of the amount against the model (image models count
     samples, not tokens), run whenever the amount differs. An estimate without a basis (not made
-    by the estimator's model) is returned as it is."""
-    basis = est.details.get(BASIS_KEY) if est.details else None
+    by the estimator's model) is returned as it is.
+
+    Only the run's hours, FLOPs and the dataset's RAM and disk follow the amount, so they are all
+    that is recomputed: the hours and FLOPs as ``figures`` computes them, the host's RAM and disk
+    parts by putting the new dataset into the estimate's own (``host.with_dataset``, which
+    ``host_needs`` builds them with) and summing them as ``host_needs`` does (``host.needs_of``).
+    ``tests/unit/test_amounts.py`` holds a moved estimate to the one computed cold, field for field."""
+    details = est.details
+    basis = details.get(BASIS_KEY) if details else None
     if not isinstance(basis, AmountBasis):
         return est
     want = amount_of(w)
@@ -155,14 +185,24 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
         return est
     if check is not None:
         check(basis.shape, w)
-    moved = replace(basis, w=basis.w.model_copy(update=dict(zip(_FIELDS, want, strict=True))))
-    f = figures(moved)
-    details = {
-        **est.details,
-        "hours_parts": f.hour_parts,
-        "host_ram_parts_gb": f.host.ram_parts_gb,
-        "host_disk_parts_gb": f.host.disk_parts_gb,
+    moved = AmountBasis(basis.shape, basis.w.model_copy(update=dict(zip(_FIELDS, want, strict=True))),
+                        basis.mem, basis.tp, basis.gpu_count, basis.sharding)
+    ram = details.get("host_ram_parts_gb")
+    disk = details.get("host_disk_parts_gb")
+    if not ram or not disk:
+        f = figures(moved)
+        hours, hour_parts, train_flops = f.hours, f.hour_parts, f.train_flops
+        needs, ram, disk = f.host.needs, f.host.ram_parts_gb, f.host.disk_parts_gb
+    else:
+        a = amount_inputs(basis.shape, w)
+        hours, hour_parts = hours_at(moved, a.tokens)
+        train_flops = _flops(basis.tp, a.tokens)
+        ram, disk = with_dataset(ram, disk, a.cache_gb, a.raw_gb)
+        needs = needs_of(ram, est.host.cpu_cores, disk)
+    return replaced(est, hours=hours, train_flops=train_flops, host=needs, details={
+        **details,
+        "hours_parts": hour_parts,
+        "host_ram_parts_gb": ram,
+        "host_disk_parts_gb": disk,
         BASIS_KEY: moved,
-    }
-    return est.model_copy(update={"hours": f.hours, "train_flops": f.train_flops, "host": f.host.needs,
-                                  "details": details})
+    })

@@ -109,6 +109,13 @@ def disk_total_gb(disk_parts: dict[str, float]) -> float:
     return round(sum(disk_parts.values()), 1)
 
 
+def needs_of(ram_parts: dict[str, float], cpu_cores: int, disk_parts: dict[str, float]) -> HostNeeds:
+    """What a host needs from its RAM and disk parts: ``host_needs`` sums them with this, and an
+    estimate moved to another amount of training sums its moved parts with it (``amounts.at_amount``)."""
+    ram = max(cal.RAM_FLOOR_GB.value, sum(ram_parts.values()))
+    return constructed(HostNeeds, ram_gb=round(ram, 1), cpu_cores=cpu_cores, disk_gb=disk_total_gb(disk_parts))
+
+
 def workers_needed(tokens_per_second: float) -> int:
     """Dataloader workers that tokenize/collate fast enough for the GPUs."""
     return max(1, math.ceil(tokens_per_second / cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value))
@@ -204,9 +211,8 @@ def host_needs(
         "environment": ENVIRONMENT_DISK_GB,
     }
     parts, disk = with_dataset(parts, disk, dataset_cache, raw_gb)
-    ram = max(cal.RAM_FLOOR_GB.value, sum(parts.values()))
     return HostDetail(
-        needs=constructed(HostNeeds, ram_gb=round(ram, 1), cpu_cores=cores, disk_gb=disk_total_gb(disk)),
+        needs=needs_of(parts, cores, disk),
         ram_parts_gb=parts,
         disk_parts_gb=disk,
         dataloader_workers=workers,

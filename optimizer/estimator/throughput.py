@@ -431,32 +431,35 @@ def throughput(
     )
 
 
-def run_hours(
-    total_tokens: float,
-    tokens_per_second: float,
-    shape: ModelShape,
-    w: Workload,
-    mem: MemoryParts,
-    gpu_count: int,
-    sharding: str,
-) -> tuple[float, dict[str, float]]:
-    """Wall-clock hours of one run: training plus fixed per-run overhead."""
-    train_h = total_tokens / tokens_per_second / 3600.0
+@dataclass(frozen=True, slots=True)
+class RunTerms:
+    """What a run's hours follow from besides its tokens: its speed and its fixed per-run costs
+    (``run_terms``). The same for every amount of training, so kept with a kept estimate."""
+
+    tokens_per_second: float
+    setup_hours: float
+    download_hours: float
+    checkpoint_bytes: float  # what one checkpoint writes
+
+
+def run_terms(tokens_per_second: float, shape: ModelShape, w: Workload, mem: MemoryParts, gpu_count: int) -> RunTerms:
+    """``run_hours``' terms for ``w`` at ``tokens_per_second`` on ``gpu_count`` GPUs."""
     download_h = shape.params * 2.0 / (cal.DOWNLOAD_GBS.value * 1e9) / 3600.0
     # One checkpoint per training hour (at least one): adapters only for LoRA, full state otherwise.
     sharded = gpu_count > 1 and mem.stage > 0
     ckpt_bytes = (mem.weights + mem.optimizer + mem.host_offload) * (gpu_count if sharded else 1)
     if w.method != "full":
         ckpt_bytes = mem.trainable_params * 4.0 * 3
+    return RunTerms(tokens_per_second, cal.SETUP_HOURS.value, download_h, ckpt_bytes)
+
+
+def run_hours(total_tokens: float, t: RunTerms) -> tuple[float, float, float]:
+    """Wall-clock hours of one run (training plus fixed per-run overhead), its training hours and
+    its checkpoint hours."""
+    train_h = total_tokens / t.tokens_per_second / 3600.0
     saves = max(1.0, train_h)
-    ckpt_h = saves * ckpt_bytes / (cal.CHECKPOINT_WRITE_GBS.value * 1e9) / 3600.0
-    overhead = cal.SETUP_HOURS.value + download_h + ckpt_h
-    return train_h + overhead, {
-        "train_hours": train_h,
-        "setup_hours": cal.SETUP_HOURS.value,
-        "download_hours": download_h,
-        "checkpoint_hours": ckpt_h,
-    }
+    ckpt_h = saves * t.checkpoint_bytes / (cal.CHECKPOINT_WRITE_GBS.value * 1e9) / 3600.0
+    return train_h + (t.setup_hours + t.download_hours + ckpt_h), train_h, ckpt_h
 
 
 def baseline_tokens_per_second(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int) -> float:
