@@ -724,15 +724,18 @@ def _price_group(
     """
     t = tables if tables is not None else _offer_tables(members, "spot" in pricings)
     rates, rules, rate_of = t.rates, t.rules, t.rate_of
-    wall: dict[tuple[int, Pricing, tuple[float, float] | None], float] = {}
-    for i, c in enumerate(cfgs):
-        for rk, r in rate_of.items():
-            for p in pricings:
-                train = c.train_hours
-                if p == "spot" and r is not None:
-                    train = spot_risk.train_wall_hours(
-                        c.train_hours, c.setup_hours, c.nodes, r, c.checkpoint_gb, so.interval_hours)
-                wall[(i, p, rk)] = c.setup_hours + train
+    n = len(cfgs)
+    # Each configuration's wall hours per (pricing, spot rate): on demand, its setup and training;
+    # on spot, its training lengthened by the offer's reclaims (``spot_risk``).
+    plain = [c.setup_hours + c.train_hours for c in cfgs]
+    walls: dict[tuple[Pricing, _RateKey], list[float]] = {}
+    for rk, r in rate_of.items():
+        for p in pricings:
+            walls[(p, rk)] = plain if p != "spot" or r is None else [
+                c.setup_hours + spot_risk.train_wall_hours(
+                    c.train_hours, c.setup_hours, c.nodes, r, c.checkpoint_gb, so.interval_hours)
+                for c in cfgs
+            ]
 
     best_of: dict[int, tuple[float, float, int, Pricing]] = {}  # id(offer) -> (cost, hours, cfg, pricing)
     best_for_cfg: dict[tuple[int, Pricing], tuple[float, Offer, float]] = {}
@@ -741,28 +744,32 @@ def _price_group(
     for p in pricings:
         spot = p == "spot"
         for (inc, mn, rk), offs in rules.items():
-            on_time = [i for i in range(len(cfgs)) if deadline is None or wall[(i, p, rk)] <= deadline]
-            if not on_time:
+            wall = walls[(p, rk)]
+            # Per config on time, in cost order: (index, cost factor, RAM, vCPUs and disk a node
+            # needs, hours); a stable sort, so configurations that tie keep their order.
+            steps = [
+                (i, costs.billed_hours(wall[i], inc, mn) * c.nodes * runs, c.ram_gb_per_node, c.cores_per_node,
+                 wall[i], c.disk_gb_per_node)
+                for i, c in enumerate(cfgs) if deadline is None or wall[i] <= deadline
+            ]
+            if not steps:
                 continue
-            factor = {i: costs.billed_hours(wall[(i, p, rk)], inc, mn) * cfgs[i].nodes * runs for i in on_time}
-            order = sorted(on_time, key=lambda i: (factor[i], wall[(i, p, rk)]))
-            # Per config in cost order: (index, cost factor, RAM and vCPUs a node needs, hours).
-            steps = [(i, factor[i], cfgs[i].ram_gb_per_node, cfgs[i].cores_per_node, wall[(i, p, rk)]) for i in order]
+            if len(steps) > 1:
+                steps.sort(key=_factor_and_hours)
             priced = t.priced[(spot, inc, mn, rk)]
             # Egress is paid per run whatever the configuration: the same for every step of an offer.
             egress_of = {id(o): _egress_per_run_usd(o, a) * runs for o in offs} if a.egress_gb_per_run else {}
             for price, disk_rate, ram, cpu, o in priced:
-                for i, f, need_ram, need_cpu, hours in steps:
+                for i, f, need_ram, need_cpu, hours, disk in steps:
                     if ram < need_ram or cpu < need_cpu:
                         continue
-                    cost = (price + disk_rate * cfgs[i].disk_gb_per_node) * f + egress_of.get(id(o), 0.0)
+                    cost = (price + disk_rate * disk) * f + egress_of.get(id(o), 0.0)
                     if cost <= cap_budget:
                         cur = best_of.get(id(o))
                         if cur is None or cost < cur[0] or (cost == cur[0] and hours < cur[1]):
                             best_of[id(o)] = (cost, hours, i, p)
                     break  # later configurations of this offer only cost more
-            for i, f, need_ram, need_cpu, cfg_hours in steps:
-                disk = cfgs[i].disk_gb_per_node
+            for i, f, need_ram, need_cpu, cfg_hours, disk in steps:
                 # The cheapest offer whose host takes the configuration, the first one on ties: what
                 # walking them in (stable) cost order finds first, in one pass.
                 found: Offer | None = None
@@ -783,7 +790,7 @@ def _price_group(
         best = best_of.get(id(o))
         if best is None:
             rk = rates[id(o)].key if id(o) in rates else None
-            own = {(i, p): wall[(i, p, rk)] for i in range(len(cfgs)) for p in pricings}
+            own = {(i, p): walls[(p, rk)][i] for i in range(n) for p in pricings}
             tally.add(_offer_reason(o, cfgs, pricings, own, deadline), _offer_label(o))
             continue
         feasible += 1
@@ -791,6 +798,10 @@ def _price_group(
     for (i, p), (cost, o, cfg_hours) in best_for_cfg.items():
         config_best.append((cost, cfg_hours, o, gpu, cfgs[i], p))
     return feasible
+
+
+def _factor_and_hours(step: tuple[int, float, float, float, float, float]) -> tuple[float, float]:
+    return step[1], step[4]
 
 
 def _offer_reason(
