@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from optimizer.candidates.amount_rows import RowInput, rows_for
 from optimizer.candidates.estimator import job_ram_gb
 from optimizer.estimator.amounts import (
     BASIS_KEY,
@@ -90,7 +91,8 @@ class KeptMoves(Generic[C]):
     another amount of training. What moving needs is read from the configurations' estimates, and
     checked, the first time they move: a quote that is never followed by another amount pays nothing."""
 
-    __slots__ = ("_at", "_bases", "_cfgs", "_checked", "_gpus_per_node", "_kept", "_setup_hours")
+    __slots__ = ("__weakref__", "_at", "_bases", "_cfgs", "_checked", "_gpus_per_node", "_kept", "_rows",
+                 "_setup_hours", "_trusted")
 
     def __init__(self, cfgs: list[C], kept: Workload, gpus_per_node: float, setup_hours: float | None) -> None:
         self._cfgs = cfgs
@@ -100,6 +102,22 @@ class KeptMoves(Generic[C]):
         self._bases: list[_Basis] | None = None  # None: not movable (or not yet checked)
         self._at: list[int] = []
         self._checked = False
+        # The workload's other groups move with this one (``amount_rows``), once their rows are
+        # found to give this group's own figures (None: not yet compared).
+        self._rows = rows_for(amount_key(kept))
+        self._rows.join(self)
+        self._trusted: bool | None = None
+
+    def row_inputs(self) -> tuple[list[RowInput], float, float | None] | None:
+        """What ``amount_rows`` moves this group's configurations from (``amount_rows.Member``)."""
+        if not self._checked:
+            self._bases = self._prepare()  # the same whichever thread sets it
+            self._checked = True
+        if not self._bases or self._trusted is False:
+            return None
+        rows = [RowInput(b.basis.shape, b.terms, b.ram_parts_gb, b.disk_parts_gb, b.gpu_count, b.total_gpus)
+                for b in self._bases]
+        return rows, self._gpus_per_node, self._setup_hours
 
     def _prepare(self) -> list[_Basis] | None:
         """Each movable configuration's basis; None when moving them would not reproduce their own
@@ -156,8 +174,14 @@ class KeptMoves(Generic[C]):
         cfgs = list(self._cfgs)
         if not self._bases:
             return cfgs
+        got = self._rows.figures(self, w) if self._trusted is not False else None
+        if got is None:
+            got = self._figures(self._bases, w)
+        elif not self._trusted:  # the first time: the rows' figures must be this group's own
+            own = self._figures(self._bases, w)
+            self._trusted, got = got == own, own
         i0, i1, i2, i3 = self._at
-        for b, (f0, f1, f2, f3) in zip(self._bases, self._figures(self._bases, w), strict=True):
+        for b, (f0, f1, f2, f3) in zip(self._bases, got, strict=True):
             values = b.values.copy()
             values[i0], values[i1], values[i2], values[i3] = f0, f1, f2, f3
             cfgs[b.index] = type(cfgs[b.index])(*values)

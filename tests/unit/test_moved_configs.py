@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from optimizer.candidates import cloud
+from optimizer.candidates.amount_rows import BATCH_AFTER
 from optimizer.candidates.amounts import MOVED_FIELDS, KeptMoves, amount_key
 from optimizer.candidates.estimator import default_estimator, default_shardings
 from optimizer.candidates.rejections import RejectionTally
@@ -87,6 +88,16 @@ def test_moved_configurations_are_the_cold_ones_on_a_grid(w: Workload, setup_hou
             assert [_read(c) for c in mine] == [_read(c) for c in theirs], (g.gpu, g.gpus_per_node)
             moved_any += sum(a.train_hours != b.train_hours for a, b in zip(mine, before, strict=True))
     assert moved_any > 0  # the amounts did change the hours: the grid compares moved figures
+    # After the first few groups of each amount, the rest were moved by the workload's rows
+    # (``amount_rows``), and every group found them to be its own figures.
+    movable = [m for m in (cloud._CONFIGS.get_or_compute(_key(w, g, setup_hours), _unreachable)[3]
+                           for g in groups) if m._bases]
+    assert not any(m._trusted is False for m in movable)
+    assert sum(m._trusted is True for m in movable) == max(0, len(movable) - BATCH_AFTER)
+
+
+def _unreachable() -> Any:
+    raise AssertionError("the entry is kept")
 
 
 def test_an_entry_whose_figures_the_move_does_not_reproduce_is_not_moved() -> None:
