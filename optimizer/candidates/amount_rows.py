@@ -180,14 +180,17 @@ class MoveRows:
         """``member``'s figures for ``w``'s amount from the rows; None while it is to move on its
         own (``BATCH_AFTER`` groups or fewer have asked for this amount, or it has no rows)."""
         amount = amount_of(w)
-        with self._lock:
-            entry = self._recent.get(amount)
-            if entry is None:
-                if len(self._recent) >= RECENT_AMOUNTS:
-                    del self._recent[next(iter(self._recent))]
-                entry = self._recent[amount] = [0, None]
-            entry[0] += 1
-            asked, done = entry
+        entry = self._recent.get(amount)
+        if entry is None:
+            with self._lock:
+                entry = self._recent.get(amount)
+                if entry is None:
+                    if len(self._recent) >= RECENT_AMOUNTS:
+                        del self._recent[next(iter(self._recent))]
+                    entry = self._recent[amount] = [0, None]
+        # Not under the lock: two threads counting at once may miss one, which only delays the rows.
+        entry[0] += 1
+        asked, done = entry
         if done is None:
             if asked <= BATCH_AFTER:
                 return None
