@@ -6,8 +6,9 @@ operations in Python for ~150 configurations a request, each with its own calls 
 ``MoveRows`` holds the movable configurations of all the groups of one workload (one entry per
 ``amount_key``) as columns and computes their moved figures with numpy once per amount: the
 operations of ``KeptMoves._figures`` in the same order, so the same floats. A dict's values are
-summed left to right as ``sum`` adds them (``numpy.add.accumulate``), the roundings stay Python's
-``round``, and the dataset's values come from ``host.with_dataset`` itself.
+summed left to right as CPython 3.11's ``sum`` adds them (``numpy.add.accumulate``; from 3.12 ``sum``
+compensates its rounding, and a group whose figures then differ refuses the rows), the roundings
+stay Python's ``round``, and the dataset's values come from ``host.with_dataset`` itself.
 
 A group checks its rows against its own figures (``KeptMoves._figures``) the first time it uses
 them; a group whose rows differ moves on its own from then on. Rows pay only where many groups move
