@@ -116,9 +116,10 @@ def in_process(kinds: list[str], rounds: int, gaps: list[float]) -> None:
 
     store = bench_store("gpucost-idle-")
     from service.answers import quote_answer
+    from service.api.heap import keep_long_lived
     from service.schemas import QuoteRequest
 
-    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # as a served process (service.api.heap)
+    keep_long_lived()  # the young-generation threshold a served process sets
     fresh = itertools.count(1)
 
     def ask(kind: str) -> float:

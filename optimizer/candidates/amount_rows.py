@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from optimizer.candidates.estimator import CHECKPOINT_SHARD_GB
+from optimizer.candidates.estimator import host_share, loading_gb
 from optimizer.estimator import calibration as cal
-from optimizer.estimator.amounts import amount_inputs, amount_of
+from optimizer.estimator.amounts import AmountBasis, amount_inputs, amount_of
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.host import with_dataset
 from optimizer.estimator.memo import LruMemo
@@ -44,22 +44,27 @@ RECENT_AMOUNTS = 4
 Figures = tuple[float, float, float, float]  # ``amounts.MOVED_FIELDS``
 
 
-@dataclass(frozen=True, slots=True)
-class RowInput:
+class Row(Protocol):
     """What one configuration's moved figures follow from (``KeptMoves``' basis of it)."""
 
-    shape: ModelShape
-    terms: RunTerms
-    ram_parts_gb: dict[str, float]
-    disk_parts_gb: dict[str, float]
-    gpu_count: int  # the estimate's
-    total_gpus: float  # the configuration's
+    @property
+    def basis(self) -> AmountBasis: ...
+    @property
+    def terms(self) -> RunTerms: ...
+    @property
+    def ram_parts_gb(self) -> dict[str, float]: ...
+    @property
+    def disk_parts_gb(self) -> dict[str, float]: ...
+    @property
+    def gpu_count(self) -> int: ...  # the estimate's
+    @property
+    def total_gpus(self) -> float: ...  # the configuration's
 
 
 class Member(Protocol):
     """A group's kept configurations (``KeptMoves``)."""
 
-    def row_inputs(self) -> tuple[list[RowInput], float, float | None] | None:
+    def row_inputs(self) -> tuple[Sequence[Row], float, float | None] | None:
         """Its movable configurations' inputs, its GPUs per node and setup hours; None if it does not move."""
 
 
@@ -88,7 +93,7 @@ class _Columns:
 
 
 def _columns(members: list[Member]) -> _Columns | None:
-    rows: list[tuple[RowInput, float, float | None]] = []
+    rows: list[tuple[Row, float, float | None]] = []
     spans: dict[int, tuple[int, int, weakref.ref[Any]]] = {}
     for m in members:
         got = m.row_inputs()
@@ -115,19 +120,15 @@ def _columns(members: list[Member]) -> _Columns | None:
         ram_at[j] = list(moved_ram).index("dataset_cache")
         disk_keys = list(moved_disk)
         raw_at[j], tok_at[j] = disk_keys.index("dataset_raw"), disk_keys.index("dataset_tokenized")
-        # As ``estimator.job_ram_gb`` reads them.
-        loading[j] = float(moved_ram.get("model_loading", 0.0))
-        loading_real[j] = min(loading[j], CHECKPOINT_SHARD_GB * min(r.gpu_count, 8))
-        # As ``amounts.config_figures`` takes the group's shape.
-        is_whole = gpn >= 1 and float(gpn).is_integer()
-        whole[j], gpns[j] = is_whole, gpn
-        share[j] = (gpn / min(r.total_gpus, 8)) if is_whole else 1.0
+        loading[j], loading_real[j] = loading_gb(moved_ram, r.gpu_count)  # as ``job_ram_gb`` reads them
+        whole[j], share[j] = host_share(gpn, r.total_gpus)  # as ``amounts.config_figures`` takes them
+        gpns[j] = gpn
         if setup_hours is not None:
             given[j], setup_given[j] = setup_hours, True
     terms = [r.terms for r, _, _ in rows]
     at = np.arange(n)
     return _Columns(
-        spans, rows[0][0].shape,
+        spans, rows[0][0].basis.shape,
         np.array([t.tokens_per_second for t in terms]), np.array([t.setup_hours for t in terms]),
         np.array([t.download_hours for t in terms]), np.array([t.checkpoint_bytes for t in terms]),
         ram, (at, ram_at), loading, loading_real, disk, (at, raw_at), (at, tok_at),
@@ -161,11 +162,12 @@ def _moved(c: _Columns, w: Workload) -> tuple[list[float], list[float], list[flo
 class MoveRows:
     """The movable configurations of one workload's kept groups (``join``), moved together."""
 
-    __slots__ = ("__weakref__", "_columns", "_lock", "_members", "_recent")
+    __slots__ = ("__weakref__", "_columns", "_kept_at", "_lock", "_members", "_recent")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._members: list[weakref.ref[Any]] = []
+        self._kept_at = 0  # members after the last time the ones let go were left out
         self._columns: _Columns | None = None
         # The amounts asked lately (a few: requests in flight at once ask for different ones): how
         # many groups asked for each, and once computed, the columns and their moved figures.
@@ -173,9 +175,17 @@ class MoveRows:
 
     def join(self, member: Member) -> None:
         with self._lock:
+            if len(self._members) >= 2 * self._kept_at + 64:
+                # Groups come and go with the kept configurations' bound even when no amount
+                # moves them (no rows built): the list stays within twice the groups alive.
+                self._prune()
             self._members.append(weakref.ref(member))
             self._columns = None
             self._recent = {}
+
+    def _prune(self) -> None:
+        self._members = [r for r in self._members if r() is not None]
+        self._kept_at = len(self._members)
 
     def figures(self, member: Member, w: Workload) -> list[Figures] | None:
         """``member``'s figures for ``w``'s amount from the rows; None while it is to move on its
@@ -209,8 +219,7 @@ class MoveRows:
     def _built(self) -> _Columns | None:
         with self._lock:
             if self._columns is None:
-                # Groups whose kept configurations were let go are left out (and forgotten).
-                self._members = [r for r in self._members if r() is not None]
+                self._prune()  # groups whose kept configurations were let go are left out
                 self._columns = _columns([m for m in (r() for r in self._members) if m is not None])
             return self._columns
 

@@ -24,8 +24,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from optimizer.candidates.amount_rows import RowInput, rows_for
-from optimizer.candidates.estimator import job_ram_gb
+from optimizer.candidates.amount_rows import rows_for
+from optimizer.candidates.estimator import host_share, job_ram_gb
 from optimizer.estimator.amounts import (
     BASIS_KEY,
     AmountBasis,
@@ -75,13 +75,11 @@ def config_figures(
 ) -> tuple[float, float, float, float]:
     """A configuration's ``MOVED_FIELDS`` from its estimate's hours, setup hours, job RAM and disk:
     the arithmetic ``cloud._configs`` uses (``KeptMoves`` holds the two to the same figures)."""
-    whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
+    whole, share = host_share(gpus_per_node, total_gpus)
     # The estimate's hours include its setup; option generation bills setup once, apart.
     train = max(0.0, hours - job_setup_hours)
     # A GPU partition (g6f: a quarter GPU) runs at its share of the card's speed.
     train_hours = train if whole else train / gpus_per_node
-    # The estimator sizes the host for one node of up to 8 GPUs.
-    share = (gpus_per_node / min(total_gpus, 8)) if whole else 1.0
     setup = job_setup_hours if setup_hours is None else setup_hours
     return train_hours, job_ram * share, setup, disk_gb
 
@@ -108,16 +106,14 @@ class KeptMoves(Generic[C]):
         self._rows.join(self)
         self._trusted: bool | None = None
 
-    def row_inputs(self) -> tuple[list[RowInput], float, float | None] | None:
+    def row_inputs(self) -> tuple[list[_Basis], float, float | None] | None:
         """What ``amount_rows`` moves this group's configurations from (``amount_rows.Member``)."""
         if not self._checked:
             self._bases = self._prepare()  # the same whichever thread sets it
             self._checked = True
         if not self._bases or self._trusted is False:
             return None
-        rows = [RowInput(b.basis.shape, b.terms, b.ram_parts_gb, b.disk_parts_gb, b.gpu_count, b.total_gpus)
-                for b in self._bases]
-        return rows, self._gpus_per_node, self._setup_hours
+        return self._bases, self._gpus_per_node, self._setup_hours
 
     def _prepare(self) -> list[_Basis] | None:
         """Each movable configuration's basis; None when moving them would not reproduce their own

@@ -69,13 +69,24 @@ class JobHost:
 
 def job_ram_gb(ram_parts_gb: dict[str, float], gpu_count: int) -> float:
     """The RAM one node's share of the job uses, from the estimator's parts (``job_host``)."""
-    per_node = min(gpu_count, 8)
+    loading, loading_real = loading_gb(ram_parts_gb, gpu_count)
+    return float(sum(ram_parts_gb.values())) - loading + loading_real
+
+
+def loading_gb(ram_parts_gb: dict[str, float], gpu_count: int) -> tuple[float, float]:
+    """The checkpoint loading the estimator counts in RAM, and what a node really holds of it."""
     loading = float(ram_parts_gb.get("model_loading", 0.0))
     # Hub checkpoints are safetensors shards of at most ~5 GB (transformers' default
     # ``max_shard_size``), memory-mapped and moved to the GPU a shard at a time: a process's
     # resident peak while loading is about one shard, not the whole checkpoint.
-    loading_real = min(loading, CHECKPOINT_SHARD_GB * per_node)
-    return float(sum(ram_parts_gb.values())) - loading + loading_real
+    return loading, min(loading, CHECKPOINT_SHARD_GB * min(gpu_count, 8))
+
+
+def host_share(gpus_per_node: float, total_gpus: float) -> tuple[bool, float]:
+    """Whether an instance holds whole GPUs (not a partition), and the share of the estimator's host
+    (sized for one node of up to 8 GPUs) one node of ``total_gpus`` needs."""
+    whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
+    return whole, (gpus_per_node / min(total_gpus, 8)) if whole else 1.0
 
 
 def job_host(est: Estimate) -> JobHost:

@@ -187,22 +187,16 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
         check(basis.shape, w)
     moved = AmountBasis(basis.shape, basis.w.model_copy(update=dict(zip(_FIELDS, want, strict=True))),
                         basis.mem, basis.tp, basis.gpu_count, basis.sharding)
-    ram = details.get("host_ram_parts_gb")
-    disk = details.get("host_disk_parts_gb")
-    if not ram or not disk:
-        f = figures(moved)
-        hours, hour_parts, train_flops = f.hours, f.hour_parts, f.train_flops
-        needs, ram, disk = f.host.needs, f.host.ram_parts_gb, f.host.disk_parts_gb
-    else:
-        a = amount_inputs(basis.shape, w)
-        hours, hour_parts = hours_at(moved, a.tokens)
-        train_flops = _flops(basis.tp, a.tokens)
-        ram, disk = with_dataset(ram, disk, a.cache_gb, a.raw_gb)
-        needs = needs_of(ram, est.host.cpu_cores, disk)
-    return replaced(est, hours=hours, train_flops=train_flops, host=needs, details={
+    a = amount_inputs(basis.shape, w)
+    hours, hour_parts = hours_at(moved, a.tokens)
+    # The estimator writes its host's parts wherever it writes the basis (``estimate._one``).
+    ram, disk = with_dataset(details["host_ram_parts_gb"], details["host_disk_parts_gb"], a.cache_gb, a.raw_gb)
+    moved_details = {
         **details,
         "hours_parts": hour_parts,
         "host_ram_parts_gb": ram,
         "host_disk_parts_gb": disk,
         BASIS_KEY: moved,
-    })
+    }
+    return replaced(est, hours=hours, train_flops=_flops(basis.tp, a.tokens),
+                    host=needs_of(ram, est.host.cpu_cores, disk), details=moved_details)

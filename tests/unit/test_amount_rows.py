@@ -76,3 +76,15 @@ def test_the_rows_keep_no_group_alive() -> None:
     gc.collect()
     assert first() is None
     assert members_of(rows) == []
+
+
+def test_groups_that_come_and_go_unmoved_do_not_pile_up() -> None:
+    class Gone:  # a group let go before any amount moved it
+        def row_inputs(self) -> None:
+            return None
+
+    rows = amount_rows.MoveRows()
+    for _ in range(1_000):
+        rows.join(Gone())  # dropped at once
+    assert len(rows._members) <= 64 + 1
+    assert members_of(rows) == []
