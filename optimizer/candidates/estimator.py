@@ -58,7 +58,9 @@ def _estimate(
         return UNSUPPORTED
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
+# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
+@dataclass(slots=True)
 class JobHost:
     """What the job itself needs of one node's host (up to 8 GPUs), and its per-run setup hours."""
 

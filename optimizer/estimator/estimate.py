@@ -7,19 +7,26 @@ without its amount of training, which ``amounts.at_amount`` applies afterwards.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from optimizer.errors import InvalidInput
+from optimizer.estimator import recipe as rcp
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
 from optimizer.estimator.amounts import figures as amount_figures
-from optimizer.estimator.construct import constructed, replaced
+from optimizer.estimator.construct import constructed
 from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
 from optimizer.estimator.host import HostDetail, host_notes
 from optimizer.estimator.memo import LruMemo
-from optimizer.estimator.memory import GB, MemoryParts, memory_parts
+from optimizer.estimator.memory import (
+    GB,
+    MemoryParts,
+    fused_attention_available,
+    memory_parts,
+)
 from optimizer.estimator.precision import with_precision
 from optimizer.estimator.ranges import (
     capacity_warnings,
@@ -167,9 +174,9 @@ def _warnings(w: Workload, gpu: GpuSpec, host: HostDetail, emulated: bool,
 
 
 def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str,
-         found: tuple[MemoryParts, Throughput] | None = None) -> Estimate:
+         found: tuple[MemoryParts, Throughput] | None = None, recipe: Recipe | None = None) -> Estimate:
     """The estimate of the concrete recipe ``w`` under ``sharding``; ``found``: its memory model and
-    throughput, when the recipe search already computed them."""
+    throughput, when the recipe search already computed them; ``recipe``: what running ``w`` means."""
     _check_vision(shape, w)
     if found is None:
         mem = _memory(shape, w, gpu, gpu_count, sharding)
@@ -231,7 +238,7 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         range={"total_per_gpu": mem_range, "tokens_per_second": tps_range,
                "samples_per_second": span(tp.samples_per_second, tput_w)},
         warnings=tuple(warnings),
-        recipe=None,
+        recipe=recipe,
         suggestions=(),
         # Detail figures are rounded when serialised (Estimate.details), not here: this runs
         # hundreds of times per quote and most details are never shown.
@@ -347,8 +354,6 @@ _FUSED_MAX = 65536
 
 def _fused(shape: ModelShape, w: Workload, gpu: GpuSpec) -> bool:
     """Whether ``gpu`` runs fused attention for ``w`` (memoised: the recipe search asks per trial)."""
-    from optimizer.estimator.memory import fused_attention_available
-
     fk = (gpu.name, w.flash_attention, w.precision, w.stack, shape.attn_head_dim)
     fused = _FUSED.get(fk)
     if fused is None:
@@ -382,23 +387,56 @@ def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shard
     return _memory(shape, w, gpu, gpu_count, sharding).total / GB
 
 
-# The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme, attention
-# kernel and usable memory: a quote over dozens of card types searches each kind of card once.
-# Bounded like the memory models the search reads.
-_TRIALS: LruMemo[tuple[str, int, str, bool, float], tuple[Trial, ...]] = LruMemo(SPEED_MEMO_SIZE)
+@dataclass(frozen=True, slots=True)
+class _Searched:
+    """A recipe search's outcome and the usable memory over which it holds: the search compares
+    peaks with the card's usable memory and nothing else, so a card with at least the largest
+    peak that fitted and less than the smallest peak that did not is searched the same way."""
+
+    low: float  # the largest peak that fitted (-inf: none did)
+    high: float  # the smallest peak that did not fit (inf: none)
+    trials: tuple[Trial, ...]
+
+
+# The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme and attention
+# kernel, each with the range of usable memory it holds for: a quote over dozens of card types
+# (a new model: some 70 searches over 39 types) searches each kind of card once. Bounded like the
+# memory models the search reads, and to MAX_SEARCH_RANGES outcomes per key.
+_TRIALS: LruMemo[tuple[str, int, str, bool], list[_Searched]] = LruMemo(SPEED_MEMO_SIZE)
+MAX_SEARCH_RANGES = 64
+
+
+def _fitting_trials(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str,
+                    usable: float) -> tuple[Trial, ...]:
+    """``recipe.fitting_trials`` of ``w`` on a card with ``usable`` GB, from an earlier search
+    where one holds for that much memory (``_Searched``)."""
+    searched = _TRIALS.get_or_compute((w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu)), list)
+    for s in searched:
+        if s.low <= usable < s.high:
+            return s.trials
+    low, high = -math.inf, math.inf
+
+    def fits(cw: Workload) -> bool:
+        nonlocal low, high
+        peak = _peak_gb(shape, cw, gpu, gpu_count, sharding)
+        if peak <= usable:
+            low = max(low, peak)
+            return True
+        high = min(high, peak)
+        return False
+
+    trials = tuple(rcp.fitting_trials(w, gpu_count, sharding, fits))
+    if len(searched) < MAX_SEARCH_RANGES:
+        searched.append(_Searched(low, high, trials))
+    return trials
 
 
 def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_precision: bool = False) -> Estimate:
     """The fastest allowed recipe that fits under one sharding scheme (or the least-memory one)."""
-    from optimizer.estimator import recipe as rcp
-
     shape = resolve_model(w.model)
     gpu = gpu_spec(gpu_name)
     sharding = resolve_sharding(scheme, gpu_count)[0]
     usable = usable_vram_gb(gpu)
-
-    def fits(cw: Workload) -> bool:
-        return _peak_gb(shape, cw, gpu, gpu_count, sharding) <= usable
 
     # The memory model and throughput of each trial the search compared, for the estimate of the
     # one it keeps; keyed by the trial's workload object, which ``trials`` holds while this runs.
@@ -410,30 +448,23 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         found[id(t.workload)] = (mem, tp)
         return tp.tokens_per_second
 
-    def one(cw: Workload) -> Estimate:
-        return _one(shape, cw, gpu, gpu_count, sharding, found.get(id(cw)))
+    def one(t: rcp.Trial) -> Estimate:
+        recipe = t.recipe
+        if chose_precision:  # the request said "auto": the recipe says which precision it chose
+            recipe = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
+        return _one(shape, t.workload, gpu, gpu_count, sharding, found.get(id(t.workload)), recipe)
 
     # Which recipes fit depends on the card only through its usable memory and its attention
     # kernel (``_peak_gb``): cards alike in both share one search.
-    key = (w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu), usable)
-    trials = list(_TRIALS.get_or_compute(key, lambda: tuple(rcp.fitting_trials(w, gpu_count, sharding, fits))))
+    trials = list(_fitting_trials(shape, w, gpu, gpu_count, sharding, usable))
     if len(trials) > 1:
         # With and without recomputation both fit (at different micro-batches): the faster runs.
         trials.sort(key=speed, reverse=True)
-    best: tuple[Estimate, rcp.Trial] | None = None
     for t in trials:
-        est = one(t.workload)
+        est = one(t)
         if est.fits:
-            best = (est, t)
-            break
-    if best is None:
-        t = rcp.least_memory_trial(w, gpu_count, sharding)
-        best = (one(t.workload), t)
-    est, t = best
-    recipe = t.recipe
-    if chose_precision:  # the request said "auto": the recipe says which precision it chose
-        recipe = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
-    return replaced(est, recipe=recipe)
+            return est
+    return one(rcp.least_memory_trial(w, gpu_count, sharding))
 
 
 def moved_to_amount(est: Estimate, w: Workload) -> Estimate:

@@ -39,7 +39,9 @@ TOKEN_ID_BYTES = 4  # int32 token ids in the tokenized cache (Arrow / numpy)
 IMAGE_FILE_BYTES = 110e3  # ImageNet-1k: ~140 GB for 1.28M JPEGs
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
+# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
+@dataclass(slots=True)
 class HostDetail:
     needs: HostNeeds
     ram_parts_gb: dict[str, float]

@@ -101,9 +101,7 @@ def concrete_workload(w: Workload, data_parallel_gpus: int, micro: int, checkpoi
     if hit is None:
         if len(_CONCRETE) >= _CONCRETE_MAX:
             _CONCRETE.clear()
-        hit = _CONCRETE[key] = w.model_copy(update={
-            "micro_batch_size": micro, "gradient_checkpointing": checkpointing, "gradient_accumulation_steps": accum,
-        })
+        hit = _CONCRETE[key] = w.with_recipe(micro, checkpointing, accum)
     return hit
 
 
