@@ -1,7 +1,7 @@
 """A bounded, thread-safe least-recently-used memo for the estimator's results.
 
-Server threads share these memos, so lookups and evictions take a lock; the value itself is
-computed outside it (two threads may compute the same entry once each, which is harmless: estimates
+Server threads share these memos, so insertions and evictions take a lock (a hit needs none); the
+value itself is computed outside it (two threads may compute the same entry once each, which is harmless: estimates
 are pure). ``functools.lru_cache`` cannot be used because the keys are built from a workload digest
 and the callers need ``len`` and ``clear`` on a named memo.
 """
@@ -26,16 +26,25 @@ class LruMemo(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
+        data = self._data
+        # A hit takes no lock: each OrderedDict call is atomic under the interpreter lock, and an
+        # entry another thread evicts between the two calls is still the right value to return.
+        try:
+            value = data[key]
+        except KeyError:
+            pass
+        else:
+            try:
+                data.move_to_end(key)
+            except KeyError:
+                pass
+            return value
         value = compute()
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            data[key] = value
+            data.move_to_end(key)
+            while len(data) > self.maxsize:
+                data.popitem(last=False)
         return value
 
     def __len__(self) -> int:
