@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from optimizer.estimator.construct import replaced
 from optimizer.estimator.host import HostDetail, dataset_gb, host_needs, needs_of, with_dataset
 from optimizer.estimator.throughput import RunTerms, run_hours, run_terms, run_tokens
-from optimizer.estimator.workload import AMOUNT_FIELDS, Workload
+from optimizer.estimator.workload import AMOUNT_ORDER, Workload
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,23 +101,12 @@ def _flops(tp: Throughput, tokens: float) -> float:
     return float(f"{tp.model_flops_per_token * tokens:.6e}")
 
 
-_FIELDS = tuple(sorted(AMOUNT_FIELDS))
-
-
-# The last workload asked and its amount: a quote asks ``amount_of`` of its workload once per group
-# of offers (workloads are frozen; one tuple, replaced whole, so threads see a matching pair).
-_LAST_AMOUNT: tuple[Workload | None, tuple[float | None, ...]] = (None, ())
+_FIELDS = AMOUNT_ORDER
 
 
 def amount_of(w: Workload) -> tuple[float | None, ...]:
     """The amount of training ``w`` asks for, as its ``AMOUNT_FIELDS`` in a fixed order."""
-    global _LAST_AMOUNT
-    last = _LAST_AMOUNT
-    if last[0] is w:
-        return last[1]
-    amount = tuple(getattr(w, f) for f in _FIELDS)
-    _LAST_AMOUNT = (w, amount)
-    return amount
+    return w.amount()
 
 
 @dataclass(frozen=True, slots=True)

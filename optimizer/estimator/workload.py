@@ -48,6 +48,7 @@ MAX_TOKENS = 1e14
 # How much is trained, not how: these set a run's tokens, FLOPs, hours and dataset size and nothing
 # else, so estimates are memoised without them (``Workload.rate_key``, ``optimizer.estimator.amounts``).
 AMOUNT_FIELDS = frozenset({"tokens", "samples", "dataset_tokens", "dataset_samples", "epochs", "dataset_gb"})
+AMOUNT_ORDER = tuple(sorted(AMOUNT_FIELDS))  # how ``Workload.amount`` lists them
 
 
 class ModelDims(BaseModel):
@@ -241,11 +242,21 @@ class Workload(BaseModel):
         copied.__dict__["_rate_key"] = f"{self.rate_key()}/{micro}/{checkpointing}/{accumulation}"
         return copied
 
+    @cached_property
+    def _amount_asked(self) -> tuple[float | None, ...]:
+        return tuple(getattr(self, f) for f in AMOUNT_ORDER)
+
+    def amount(self) -> tuple[float | None, ...]:
+        """The amount of training asked for: the ``AMOUNT_FIELDS`` in ``AMOUNT_ORDER``, computed
+        once per object (a quote compares amounts several hundred times)."""
+        return self._amount_asked
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Workload:
         copied = super().model_copy(update=update, deep=deep)
-        # The copy inherits the memoised key with the rest of __dict__; it may no longer match.
+        # The copy inherits the memoised keys with the rest of __dict__; they may no longer match.
         copied.__dict__.pop("_key", None)
         copied.__dict__.pop("_rate_key", None)
+        copied.__dict__.pop("_amount_asked", None)
         return copied
 
 
