@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from optimizer.errors import InvalidInput
@@ -70,9 +69,19 @@ def _round(x: float, nd: int = 3) -> float:
     return float(round(x, nd))
 
 
-@lru_cache(maxsize=256)
+# A shape's public figures, shared by its estimates: those of the last shape asked (an
+# ``lru_cache`` hashed the shape's ~25 fields for each of a quote's ~130 estimates).
+_LAST_PUBLIC: tuple[ModelShape | None, dict[str, object]] = (None, {})
+
+
 def _public(shape: ModelShape) -> dict[str, object]:
-    return shape.public()
+    global _LAST_PUBLIC
+    last = _LAST_PUBLIC
+    if last[0] is shape:
+        return last[1]
+    figures = shape.public()
+    _LAST_PUBLIC = (shape, figures)
+    return figures
 
 
 # What an estimate reads of one memory model whatever the card: its breakdown, the peak and what

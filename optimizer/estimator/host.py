@@ -155,19 +155,6 @@ def host_needs(
     """RAM, cores and disk for one node (up to 8 GPUs; larger jobs repeat it per node)."""
     gpus_node = min(gpu_count, 8)
     tps_node = tokens_per_second * gpus_node / gpu_count
-    load_bytes = shape.params * (4.0 if w.precision in ("fp32", "tf32") else 2.0)
-    # Sharded safetensors checkpoints are memory-mapped and moved to the GPU tensor by tensor
-    # (transformers' low_cpu_mem_usage path, the default with accelerate), so each process holds
-    # about one copy of the checkpoint in RAM while loading, not the two of a torch.load round trip.
-    loading = 1.0 * load_bytes * gpus_node / GB
-    if mem.stage >= 3 and gpu_count > 1:
-        # FSDP / ZeRO-3 load on rank 0 only and broadcast shard by shard (accelerate
-        # ``fsdp_cpu_ram_efficient_loading``, DeepSpeed ``zero.Init``): one copy per node, and for
-        # QLoRA that copy is the quantized model (16-bit shards are quantized as they load).
-        if w.method == "qlora":
-            nf4_b = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
-            load_bytes = shape.linear_layer_params * nf4_b + (shape.params - shape.linear_layer_params) * 2.0
-        loading = load_bytes / GB
     if shape.is_vision:
         ips_node = (samples_per_second or 0.0) * gpus_node / gpu_count
         per_core = images_per_second_per_core(w.image_size)
@@ -181,6 +168,53 @@ def host_needs(
         cores = cores_full = max(4, math.ceil(workers / cal.DATALOADER_CORE_SHARE.value))
         per_core = cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value
         feed, feed_unit, read_per = tps_node, "tokens", cal.BYTES_PER_TOKEN_TEXT.value + TOKEN_ID_BYTES
+    if w.offload != "none":
+        # DeepSpeed's CPU-Adam wants its own cores per GPU.
+        cores = max(cores, math.ceil(gpus_node * cal.OFFLOAD_CORES_PER_GPU.value))
+    parts, disk, needs = _host_parts(shape, w, mem, gpu_count, workers, cores)
+    return HostDetail(
+        needs=needs,
+        ram_parts_gb=parts,
+        disk_parts_gb=disk,
+        dataloader_workers=workers,
+        tokens_per_second_per_node=tps_node,
+        feed_per_second_per_node=feed,
+        feed_per_core=per_core,
+        feed_unit=feed_unit,
+        read_bytes_per_feed=read_per,
+        cores_full_feed=cores_full,
+    )
+
+
+# ``_host_parts`` of the last workloads asked. A host's RAM and disk parts follow from the job, the
+# GPU count and the dataloader workers, not from the card: a quote sizes the host of some 130 (card,
+# count) pairs, and the cards of one count share one recipe and memory model (the same objects), so
+# most of them find their parts here. Keyed by those objects' ids; an entry holds the objects, so
+# an id reused after one is freed never hits. The parts are shared between estimates, read only.
+_HOST_PARTS: dict[tuple[int, int, int, int, int, int], tuple[object, ...]] = {}
+_HOST_PARTS_MAX = 1024
+
+
+def _host_parts(shape: ModelShape, w: Workload, mem: MemoryParts, gpu_count: int, workers: int,
+                cores: int) -> tuple[dict[str, float], dict[str, float], HostNeeds]:
+    key = (id(shape), id(w), id(mem), gpu_count, workers, cores)
+    hit = _HOST_PARTS.get(key)
+    if hit is not None and hit[0] is shape and hit[1] is w and hit[2] is mem:
+        return hit[3], hit[4], hit[5]  # type: ignore[return-value]
+    gpus_node = min(gpu_count, 8)
+    load_bytes = shape.params * (4.0 if w.precision in ("fp32", "tf32") else 2.0)
+    # Sharded safetensors checkpoints are memory-mapped and moved to the GPU tensor by tensor
+    # (transformers' low_cpu_mem_usage path, the default with accelerate), so each process holds
+    # about one copy of the checkpoint in RAM while loading, not the two of a torch.load round trip.
+    loading = 1.0 * load_bytes * gpus_node / GB
+    if mem.stage >= 3 and gpu_count > 1:
+        # FSDP / ZeRO-3 load on rank 0 only and broadcast shard by shard (accelerate
+        # ``fsdp_cpu_ram_efficient_loading``, DeepSpeed ``zero.Init``): one copy per node, and for
+        # QLoRA that copy is the quantized model (16-bit shards are quantized as they load).
+        if w.method == "qlora":
+            nf4_b = cal.NF4_BYTES_PER_PARAM.value + cal.NF4_DQ_CONSTANTS_BYTES_PER_PARAM.value
+            load_bytes = shape.linear_layer_params * nf4_b + (shape.params - shape.linear_layer_params) * 2.0
+        loading = load_bytes / GB
     dataset_cache, raw_gb = dataset_gb(shape, w)
     parts = {
         "model_loading": loading,
@@ -195,7 +229,6 @@ def host_needs(
         # Each process keeps its partition of the fp32 master copy, states and gradients (and the
         # weights) in pinned host memory.
         parts["offloaded_states"] = mem.host_offload * gpus_node / GB
-        cores = max(cores, math.ceil(gpus_node * cal.OFFLOAD_CORES_PER_GPU.value))
 
     # A checkpoint holds 16-bit weights and the whole optimizer state (gathered from all shards
     # under ZeRO / FSDP); LoRA checkpoints hold the adapters and their Adam moments.
@@ -213,18 +246,11 @@ def host_needs(
         "environment": ENVIRONMENT_DISK_GB,
     }
     parts, disk = with_dataset(parts, disk, dataset_cache, raw_gb)
-    return HostDetail(
-        needs=needs_of(parts, cores, disk),
-        ram_parts_gb=parts,
-        disk_parts_gb=disk,
-        dataloader_workers=workers,
-        tokens_per_second_per_node=tps_node,
-        feed_per_second_per_node=feed,
-        feed_per_core=per_core,
-        feed_unit=feed_unit,
-        read_bytes_per_feed=read_per,
-        cores_full_feed=cores_full,
-    )
+    needs = needs_of(parts, cores, disk)
+    if len(_HOST_PARTS) >= _HOST_PARTS_MAX:
+        _HOST_PARTS.clear()
+    _HOST_PARTS[key] = (shape, w, mem, parts, disk, needs)
+    return parts, disk, needs
 
 
 def host_notes(detail: HostDetail, cpu_cores: float | None = None, disk: DiskKind = "nvme") -> list[str]:
