@@ -66,47 +66,11 @@ def _plan(cls: type[BaseModel]) -> _Plan | None:
         return plan
 
 
-# Per class and the names a call gives (in its order): the object's ``__dict__`` with every field
-# it will hold in field order, the shared defaults filled in and the given ones to be overwritten
-# (``dict.update`` keeps a key's place). None: that call goes field by field (a default to call,
-# or a name that is no field). Call sites give fixed names, so few entries; bounded all the same.
-_TEMPLATES: dict[tuple[type[BaseModel], tuple[str, ...]], dict[str, Any] | None] = {}
-_TEMPLATES_MAX = 1024
-
-
-def _template(plan: _Plan, names: tuple[str, ...]) -> dict[str, Any] | None:
-    given = set(names)
-    if not given <= {name for name, _, _, _ in plan}:
-        return None
-    out: dict[str, Any] = {}
-    for name, how, default, _ in plan:
-        if name in given:
-            out[name] = None
-        elif how == _SHARED:
-            out[name] = default
-        elif how == _CALLED:
-            return None
-    return out
-
-
 def constructed(cls: type[M], **values: Any) -> M:
     """``cls.model_construct(**values)``: trusted, already typed values, defaults filled in."""
     plan = _plan(cls)
     if plan is None:
         return cls.model_construct(**values)
-    sig = (cls, tuple(values))
-    try:
-        template = _TEMPLATES[sig]
-    except KeyError:
-        template = _template(plan, sig[1])
-        if len(_TEMPLATES) < _TEMPLATES_MAX:
-            with _LOCK:
-                _TEMPLATES[sig] = template
-    if template is not None:
-        # The estimator builds hundreds of these per quote: the per-field loop below, in C.
-        filled = template.copy()
-        filled.update(values)
-        return _made(cls, filled, set(values))
     fields: dict[str, Any] = {}
     given: set[str] = set()
     for name, how, default, f in plan:
@@ -142,9 +106,4 @@ def replaced(m: M, **update: Any) -> M:
     cls = type(m)
     if _plan(cls) is None:
         return m.model_copy(update=update)
-    copied = cls.__new__(cls)
-    object.__setattr__(copied, "__dict__", {**m.__dict__, **update})
-    object.__setattr__(copied, "__pydantic_fields_set__", m.__pydantic_fields_set__ | update.keys())
-    object.__setattr__(copied, "__pydantic_extra__", None)
-    object.__setattr__(copied, "__pydantic_private__", None)
-    return copied
+    return _made(cls, {**m.__dict__, **update}, m.__pydantic_fields_set__ | update.keys())

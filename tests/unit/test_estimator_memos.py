@@ -1,9 +1,9 @@
 """The estimator's memory and recipe-search memos (``estimate._memory``, ``estimate._TRIALS``,
-``estimate._memory_view``, ``throughput.step_terms``): one card's memory parts
+``estimate._memory_view``, ``throughput.step_terms``, ``host._host_parts``): one card's memory parts
 serve every card with the same attention kernel, which holds only if the memory model reads the
 card through its kernel alone, every part of it (not just the total); one card's recipe search
-serves every card with the same kernel and usable memory; an estimate made with the memos is the
-one made without them."""
+serves every card with the same kernel whose usable memory it decides alike; an estimate made with
+the memos is the one made without them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import dataclasses
 import pytest
 
 from optimizer.estimator import estimate as est_mod
+from optimizer.estimator import host as host_mod
+from optimizer.estimator import recipe as rcp
 from optimizer.estimator import throughput as tp_mod
 from optimizer.estimator.estimate import clear_cache, estimate
 from optimizer.estimator.gpus import gpu_spec
@@ -59,10 +61,11 @@ def test_an_estimate_made_with_the_memos_is_the_one_made_without(gpu: str, monke
         estimate(w, card, 2)
     with_memos = estimate(w, gpu, 2).model_dump()
     assert len(est_mod._PARTS) > 0
-    assert len(est_mod._VIEWS) > 0 and len(tp_mod._STEP_TERMS) > 0
+    assert len(est_mod._VIEWS) > 0 and len(tp_mod._STEP_TERMS) > 0 and len(host_mod._HOST_PARTS) > 0
     clear_cache()
     monkeypatch.setattr(est_mod, "_memory", lambda shape, cw, g, n, s: memory_parts(shape, cw, g, n, s))
     monkeypatch.setattr(tp_mod, "_STEP_TERMS", _NeverKept(1))
+    monkeypatch.setattr(host_mod, "_HOST_PARTS", _NeverHeld())
     made = est_mod._memory_view
 
     def fresh_view(shape, cw, mem):  # type: ignore[no-untyped-def]
@@ -92,6 +95,13 @@ class _NeverKept(LruMemo):  # type: ignore[type-arg]
         return compute()
 
 
+class _NeverHeld(dict):  # type: ignore[type-arg]
+    """A dict memo that never finds what was put in it."""
+
+    def get(self, key, default=None):  # type: ignore[no-untyped-def]
+        return default
+
+
 # 24 GB cards (one usable memory, several kernels) and others, on a job whose recipe search has
 # choices to make: auto micro-batch and checkpointing under a tight fit.
 SEARCH_CARDS = ["L4", "A10G", "A10", "RTX4090", "RTX3090", "RTXA5000", "T4", "V100", "A100", "RTX4070TiSuper"]
@@ -117,3 +127,52 @@ def test_a_recipe_search_shared_between_cards_gives_each_card_its_own_estimate(
     for card in SEARCH_CARDS:
         clear_cache()
         assert estimate(w, card, count).model_dump() == shared[card], card
+
+
+def test_a_recipe_search_serves_every_usable_memory_it_decides_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_fitting_trials`` keeps a search with the range of usable memory over which its
+    comparisons come out the same: over 400 card sizes, what it gives is what a search of its own
+    gives each size, from a few searches, and the recipes do change over the sizes."""
+    w = Workload(model="qwen2.5-1.5b", method="full", tokens=1e8, seq_len=1024, global_batch_size=32,
+                 precision="bf16")
+    shape, gpu = resolve_model(w.model), gpu_spec("A100")
+    searches: list[float] = []
+    real = rcp.fitting_trials
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        searches.append(1.0)
+        return real(*args)
+
+    monkeypatch.setattr(rcp, "fitting_trials", counted)
+    sizes = [4.0 + 0.25 * i for i in range(400)]  # 4 to 104 GB
+    alone = {}
+    for u in sizes:
+        clear_cache()
+        alone[u] = est_mod._fitting_trials(shape, w, gpu, 1, "ddp", u)
+    assert len({tuple((t.recipe.micro_batch_size, t.recipe.gradient_checkpointing) for t in alone[u]) for u in sizes}) > 3
+    # Largest first (each range then met from above), smallest first, and every other size.
+    for order in (sizes[::-1], sizes, sizes[::2] + sizes[1::2][::-1]):
+        clear_cache()
+        searches.clear()
+        for u in order:
+            assert est_mod._fitting_trials(shape, w, gpu, 1, "ddp", u) == alone[u], u
+        assert len(searches) < len(sizes) / 10
+
+
+def test_a_recipe_copy_is_keyed_from_its_workload_and_its_recipe() -> None:
+    """``Workload.with_recipe``: the copy's rate key comes from its workload's and the recipe, not
+    from a digest; copies of workloads that differ only in their amount share it, and no two
+    recipes do."""
+    a = Workload(model="qwen2.5-0.5b", method="lora", tokens=1e7)
+    b = a.model_copy(update={"tokens": 5e7})
+    ca, cb = a.with_recipe(4, False, 2), b.with_recipe(4, False, 2)
+    assert ca.rate_key() == cb.rate_key() != a.rate_key()
+    assert ca.tokens == a.tokens and cb.tokens == b.tokens
+    keys = {a.with_recipe(m, c, g).rate_key() for m in (1, 2, 12) for c in (False, True, "offload") for g in (1, 2, 21)}
+    assert len(keys) == 27
+    # The copy is the workload with those values, and estimates as one made whole does.
+    whole = Workload(**{**a.model_dump(), "micro_batch_size": 4, "gradient_checkpointing": False,
+                        "gradient_accumulation_steps": 2})
+    assert whole == ca and whole.rate_key() != ca.rate_key()
+    clear_cache()
+    assert estimate(ca, "L4").model_dump() == estimate(whole, "L4").model_dump()
