@@ -18,14 +18,9 @@ from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
 from optimizer.estimator.amounts import figures as amount_figures
 from optimizer.estimator.construct import constructed
 from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
-from optimizer.estimator.host import HostDetail, host_notes
+from optimizer.estimator.host import HostDetail, forget_host_parts, host_notes
 from optimizer.estimator.memo import LruMemo
-from optimizer.estimator.memory import (
-    GB,
-    MemoryParts,
-    fused_attention_available,
-    memory_parts,
-)
+from optimizer.estimator.memory import GB, MemoryParts, fused_attention_available, memory_parts
 from optimizer.estimator.precision import with_precision
 from optimizer.estimator.ranges import (
     capacity_warnings,
@@ -408,9 +403,10 @@ class _Searched:
 
 
 # The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme and attention
-# kernel, each with the range of usable memory it holds for: a quote over dozens of card types
-# (a new model: some 70 searches over 39 types) searches each kind of card once. Bounded like the
-# memory models the search reads, and to MAX_SEARCH_RANGES outcomes per key.
+# kernel, each with the range of usable memory it holds for: a new model's unrestricted quote
+# searched 76 times for its 39 card types and 5 GPU counts when every usable memory had its own
+# search, and 20 times now. Bounded like the memory models the search reads, and to
+# MAX_SEARCH_RANGES outcomes per key.
 _TRIALS: LruMemo[tuple[str, int, str, bool], list[_Searched]] = LruMemo(SPEED_MEMO_SIZE)
 MAX_SEARCH_RANGES = 64
 
@@ -498,6 +494,7 @@ def clear_cache() -> None:
     _VIEWS.clear()
     _TRIALS.clear()
     forget_step_terms()
+    forget_host_parts()
     for forget in _ON_CLEAR:
         forget()
 

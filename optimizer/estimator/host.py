@@ -195,6 +195,11 @@ _HOST_PARTS: dict[tuple[int, int, int, int, int, int], tuple[object, ...]] = {}
 _HOST_PARTS_MAX = 1024
 
 
+def forget_host_parts() -> None:
+    """Forget the kept host parts (``estimate.clear_cache``: calibration constants changed)."""
+    _HOST_PARTS.clear()
+
+
 def _host_parts(shape: ModelShape, w: Workload, mem: MemoryParts, gpu_count: int, workers: int,
                 cores: int) -> tuple[dict[str, float], dict[str, float], HostNeeds]:
     key = (id(shape), id(w), id(mem), gpu_count, workers, cores)

@@ -1,9 +1,9 @@
 """A bounded, thread-safe least-recently-used memo for the estimator's results.
 
 Server threads share these memos, so insertions and evictions take a lock (a hit needs none); the
-value itself is computed outside it (two threads may compute the same entry once each, which is harmless: estimates
-are pure). ``functools.lru_cache`` cannot be used because the keys are built from a workload digest
-and the callers need ``len`` and ``clear`` on a named memo.
+value itself is computed outside it (two threads may compute the same entry once each, which is
+harmless: estimates are pure). ``functools.lru_cache`` cannot be used because the keys are built
+from a workload digest and the callers need ``len`` and ``clear`` on a named memo.
 """
 
 from __future__ import annotations
