@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from optimizer.estimator import calibration as cal
 from optimizer.estimator.gpus import GpuSpec
-from optimizer.estimator.memory import memory_parts
+from optimizer.estimator.estimate import memory_model
 from optimizer.estimator.precision import with_precision
 from optimizer.estimator.recipe import checkpointing_choices, concrete_workload
 from optimizer.estimator.shapes import ModelShape
@@ -87,7 +87,8 @@ def _per_token_floor(shape: ModelShape, w: Workload, gpu: GpuSpec, micro: int) -
 
     grow = fixed = states = float("inf")  # bytes per sample, per micro-step, per optimizer step
     for n, sharding in LAYOUTS:
-        mem = memory_parts(shape, w, gpu, n, sharding)
+        # The estimator's memory model, kept per attention kernel: a plan bounds every card type.
+        mem = memory_model(shape, w, gpu, n, sharding)
         g_bytes = _activation_traffic_bytes(shape, w, mem)  # ``w`` runs one sample per micro-step
         g_bytes += nchw_transpose_bytes(shape, w, gpu)  # NCHW layout transposes, per sample too
         gathered = n if sharding in ("zero3", "fsdp") else 1
@@ -107,7 +108,7 @@ def _per_token_floor(shape: ModelShape, w: Workload, gpu: GpuSpec, micro: int) -
     if w.offload != "none":
         # ``gbs`` GPUs of one sample each, no accumulation: every GPU's share of the optimizer
         # step and of the streamed weights is the least per token any layout reaches.
-        mem = memory_parts(shape, w, gpu, gbs, "zero3")
+        mem = memory_model(shape, w, gpu, gbs, "zero3")
         out += offload_seconds(shape, w, gbs, mem) / ps
     return out
 

@@ -383,6 +383,12 @@ def _memory(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shardi
     return _PARTS.get_or_compute(key, lambda: memory_parts(shape, w, gpu, gpu_count, sharding))
 
 
+def memory_model(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> MemoryParts:
+    """``memory.memory_parts`` of ``w``, shared by every card with ``gpu``'s attention kernel
+    (``_memory``): for callers that ask it of every card type, as the rentals' cost floors do."""
+    return _memory(shape, w, gpu, gpu_count, sharding)
+
+
 def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str) -> float:
     """Peak GB per GPU, shared by every GPU type with the same attention kernel: the memory model
     depends on the card only through ``fused_attention_available`` (a unit test holds it to
