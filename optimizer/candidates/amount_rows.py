@@ -216,11 +216,15 @@ class MoveRows:
         i, j, _ = span
         return list(zip(moved[0][i:j], moved[1][i:j], moved[2][i:j], moved[3][i:j], strict=True))
 
+    def members(self) -> list[Member]:
+        """The groups these rows move that are still kept."""
+        return [m for m in (r() for r in self._members) if m is not None]
+
     def _built(self) -> _Columns | None:
         with self._lock:
             if self._columns is None:
                 self._prune()  # groups whose kept configurations were let go are left out
-                self._columns = _columns([m for m in (r() for r in self._members) if m is not None])
+                self._columns = _columns(self.members())
             return self._columns
 
 
@@ -236,8 +240,3 @@ on_clear(_ROWS.clear)
 def rows_for(key: tuple[str, tuple[str, ...]]) -> MoveRows:
     """The rows of the workload ``key`` names (``amounts.amount_key``)."""
     return _ROWS.get_or_compute(key, MoveRows)
-
-
-def members_of(rows: MoveRows) -> Sequence[Member]:
-    """The groups ``rows`` moves that are still kept."""
-    return [m for m in (r() for r in rows._members) if m is not None]

@@ -30,7 +30,9 @@ from optimizer.candidates.estimator import (
     _wanted_gpus,
     default_estimator,
     default_shardings,
+    host_share,
     job_host,
+    whole_gpus,
 )
 from optimizer.candidates.feeding import host_feed
 from optimizer.candidates.fitting import settle
@@ -120,7 +122,7 @@ def _configs(
 ) -> list[_Config]:
     out: list[_Config] = []
     batch_size = workload.global_batch_size
-    whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
+    whole = whole_gpus(gpus_per_node)
     # Several nodes only of full-size instances sold with an inter-node fabric (EFA, InfiniBand,
     # GPUDirect): data-parallel training across machines runs at the estimated speed only there.
     multi_node = whole and gpus_per_node >= MIN_GPUS_FOR_MULTI_NODE and fabric
@@ -173,7 +175,7 @@ def _configs(
             hours = train if whole else train / gpus_per_node
             fits = est.fits if whole else est.memory_gb.total_per_gpu <= vram_gb * GIB_PER_GB
             # The estimator sizes the host for one node of up to 8 GPUs.
-            share = (gpus_per_node / min(total, 8)) if whole else 1.0
+            share = host_share(gpus_per_node, total)[1]
             reason = None
             if fits and _recipe_unconstrained(est, workload):
                 fitted.add(label)

@@ -84,10 +84,15 @@ def loading_gb(ram_parts_gb: dict[str, float], gpu_count: int) -> tuple[float, f
     return loading, min(loading, CHECKPOINT_SHARD_GB * min(gpu_count, 8))
 
 
+def whole_gpus(gpus_per_node: float) -> bool:
+    """Whether an instance holds whole GPUs, not a partition (g6f: a quarter GPU)."""
+    return gpus_per_node >= 1 and float(gpus_per_node).is_integer()
+
+
 def host_share(gpus_per_node: float, total_gpus: float) -> tuple[bool, float]:
-    """Whether an instance holds whole GPUs (not a partition), and the share of the estimator's host
+    """Whether an instance holds whole GPUs (``whole_gpus``), and the share of the estimator's host
     (sized for one node of up to 8 GPUs) one node of ``total_gpus`` needs."""
-    whole = gpus_per_node >= 1 and float(gpus_per_node).is_integer()
+    whole = whole_gpus(gpus_per_node)
     return whole, (gpus_per_node / min(total_gpus, 8)) if whole else 1.0
 
 

@@ -101,9 +101,6 @@ def _flops(tp: Throughput, tokens: float) -> float:
     return float(f"{tp.model_flops_per_token * tokens:.6e}")
 
 
-_FIELDS = AMOUNT_ORDER
-
-
 def amount_of(w: Workload) -> tuple[float | None, ...]:
     """The amount of training ``w`` asks for, as its ``AMOUNT_FIELDS`` in a fixed order."""
     return w.amount()
@@ -144,7 +141,7 @@ def amount_kind(w: Workload) -> tuple[str, ...]:
     last = _LAST_KIND
     if last[0] is w:
         return last[1]
-    kind = tuple(f for f, v in zip(_FIELDS, amount_of(w), strict=True) if v is not None)
+    kind = tuple(f for f, v in zip(AMOUNT_ORDER, amount_of(w), strict=True) if v is not None)
     _LAST_KIND = (w, kind)
     return kind
 
@@ -176,7 +173,7 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
         return est
     if check is not None:
         check(basis.shape, w)
-    moved = AmountBasis(basis.shape, basis.w.model_copy(update=dict(zip(_FIELDS, want, strict=True))),
+    moved = AmountBasis(basis.shape, basis.w.model_copy(update=dict(zip(AMOUNT_ORDER, want, strict=True))),
                         basis.mem, basis.tp, basis.gpu_count, basis.sharding)
     a = amount_inputs(basis.shape, w)
     hours, hour_parts = hours_at(moved, a.tokens)

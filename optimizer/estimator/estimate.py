@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from optimizer.errors import InvalidInput
 from optimizer.estimator import recipe as rcp
@@ -33,9 +32,6 @@ from optimizer.estimator.support import check_supported
 from optimizer.estimator.throughput import Throughput, forget_step_terms, throughput
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate, MemoryBreakdown, Recipe
-
-if TYPE_CHECKING:
-    from optimizer.estimator.recipe import Trial
 
 # Lightest first: each step shards more state at the price of more communication.
 AUTO_ORDER = ("ddp", "zero2", "zero3")
@@ -405,7 +401,7 @@ class _Searched:
 
     low: float  # the largest peak that fitted (-inf: none did)
     high: float  # the smallest peak that did not fit (inf: none)
-    trials: tuple[Trial, ...]
+    trials: tuple[rcp.Trial, ...]
 
 
 # The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme and attention
@@ -418,7 +414,7 @@ MAX_SEARCH_RANGES = 64
 
 
 def _fitting_trials(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding: str,
-                    usable: float) -> tuple[Trial, ...]:
+                    usable: float) -> tuple[rcp.Trial, ...]:
     """``recipe.fitting_trials`` of ``w`` on a card with ``usable`` GB, from an earlier search
     where one holds for that much memory (``_Searched``)."""
     searched = _TRIALS.get_or_compute((w.rate_key(), gpu_count, sharding, _fused(shape, w, gpu)), list)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from optimizer.candidates import amount_rows, cloud
-from optimizer.candidates.amount_rows import BATCH_AFTER, members_of, rows_for
+from optimizer.candidates.amount_rows import BATCH_AFTER, rows_for
 from optimizer.candidates.amounts import amount_key
 from optimizer.estimator.estimate import clear_cache
 from optimizer.estimator.workload import Workload
@@ -70,12 +70,12 @@ def test_the_rows_keep_no_group_alive() -> None:
     _moved(W, groups)
     _moved(_scaled(W, 2.0), groups)
     rows = rows_for(amount_key(W))
-    assert rows._columns is not None and len(members_of(rows)) == len(groups)
+    assert rows._columns is not None and len(rows.members()) == len(groups)
     first = weakref.ref(_movers(W, groups)[0])
     clear_cache()  # lets the kept groups go
     gc.collect()
     assert first() is None
-    assert members_of(rows) == []
+    assert rows.members() == []
 
 
 def test_groups_that_come_and_go_unmoved_do_not_pile_up() -> None:
@@ -87,4 +87,4 @@ def test_groups_that_come_and_go_unmoved_do_not_pile_up() -> None:
     for _ in range(1_000):
         rows.join(Gone())  # dropped at once
     assert len(rows._members) <= 64 + 1
-    assert members_of(rows) == []
+    assert rows.members() == []
