@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from optimizer.estimator import calibration as cal
 from optimizer.estimator.gpus import GpuSpec
-from optimizer.estimator.estimate import memory_model
+from optimizer.estimator.estimate import memory_model, on_clear
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.precision import with_precision
 from optimizer.estimator.recipe import checkpointing_choices, concrete_workload
 from optimizer.estimator.shapes import ModelShape
@@ -113,8 +114,19 @@ def _per_token_floor(shape: ModelShape, w: Workload, gpu: GpuSpec, micro: int) -
     return out
 
 
+# A plan bounds each job's rentals on every card type, and again in the next plan with the job: the
+# floor is per token, so it is kept per workload without its amount (``rate_key``) and card, and
+# forgotten with the estimates (after calibration constants change).
+_FLOORS: LruMemo[tuple[str, str], float] = LruMemo(4096)
+on_clear(_FLOORS.clear)
+
+
 def gpu_seconds_per_token_floor(shape: ModelShape, w: Workload, gpu: GpuSpec) -> float:
     """The least GPU-seconds per token (per image for a CNN) of ``w`` on ``gpu`` (module doc)."""
+    return _FLOORS.get_or_compute((w.rate_key(), gpu.name), lambda: _floor(shape, w, gpu))
+
+
+def _floor(shape: ModelShape, w: Workload, gpu: GpuSpec) -> float:
     w = with_precision(w, gpu)
     micro = max_micro_batch(w)
     out = float("inf")

@@ -56,6 +56,7 @@ get an integer plan and, with the bound, a proven gap.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,48 +215,58 @@ def build_portfolio(
         e = use_of(j, k).energy_per_run_usd
         return e - jobs[j].rentals[o].cost_per_run_usd if o is not None else e
 
-    prob += (
-        pulp.lpSum(jobs[j].rentals[o].cost_per_run_usd * v for (j, o, _m), v in mdl.n.items())
-        + pulp.lpSum(run_cost(j, k) * v for (j, k, _m), v in mdl.u.items())
-        + pulp.lpSum(builds[k].net_cost_by_month[m] * v for (k, m), v in mdl.y.items())
-        + constant
-    ), "total_cost_usd"
+    # The objective and the rows below are built as coefficient lists, not by PuLP's arithmetic
+    # (each ``c * v`` and ``lpSum`` makes and merges expressions: most of a plan's model-building
+    # time). ``_expr`` makes exactly the expressions that arithmetic made, term for term, in the
+    # same order, so the solver is handed the same model (``tests/unit/test_portfolio_rows.py``).
+    objective = _expr(
+        [(v, jobs[j].rentals[o].cost_per_run_usd) for (j, o, _m), v in mdl.n.items()]
+        + [(v, run_cost(j, k)) for (j, k, _m), v in mdl.u.items()]
+        + [(v, builds[k].net_cost_by_month[m]) for (k, m), v in mdl.y.items()]
+    )
+    objective.constant = 0.0 + constant
+    prob += objective, "total_cost_usd"
 
     for j, job in enumerate(jobs):
         for m in range(months):
             if job.demand[m] <= 0:
                 continue
-            terms = [mdl.n[(j, o, m)] for o in rentals_of[j]]
-            terms += [mdl.u[(j, kidx[x.build], m)] for x in uses_of[j]]
+            terms = [(mdl.n[(j, o, m)], 1) for o in rentals_of[j]]
+            terms += [(mdl.u[(j, kidx[x.build], m)], 1) for x in uses_of[j]]
             if j in mdl.implicit:
                 if terms:
-                    prob += pulp.lpSum(terms) <= job.demand[m], f"demand_{j}_{m}"
+                    prob.addConstraint(
+                        pulp.LpConstraint(_expr(terms), pulp.LpConstraintLE, rhs=job.demand[m]), f"demand_{j}_{m}")
             else:
-                prob += pulp.lpSum(terms) == job.demand[m], f"demand_{j}_{m}"
+                prob.addConstraint(
+                    pulp.LpConstraint(_expr(terms), pulp.LpConstraintEQ, rhs=job.demand[m]), f"demand_{j}_{m}")
 
-    loads: dict[tuple[int, int], list[pulp.LpAffineExpression]] = {}
+    loads: dict[tuple[int, int], list[tuple[pulp.LpVariable, float]]] = {}
     for (j, k, m), v in mdl.u.items():
-        loads.setdefault((k, m), []).append(use_of(j, k).hours * v)
+        loads.setdefault((k, m), []).append((v, use_of(j, k).hours))
     for k in used:
         b = builds[k]
         for m in range(months):
             load = loads.get((k, m))
             if not load:
                 continue
+            # load - capacity <= 0, capacity = hours x sum_m' w[k][m'][m] y[k][m'] (``capacity_hours``)
             if b.term_months is None and b.unit_hours is None:
-                owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m)) + b.first_month_share * mdl.y[(k, m)]
-                prob += pulp.lpSum(load) <= H * A * owned, f"capacity_{k}_{m}"
+                hours, shares = H * A, [(mp, 1) for mp in range(m)] + [(m, b.first_month_share)]
             else:
-                cap = capacity_hours(b, lambda mp, k=k: mdl.y[(k, mp)], m, H * A)
-                prob += pulp.lpSum(load) <= cap, f"capacity_{k}_{m}"
+                hours = H * A if b.unit_hours is None else b.unit_hours
+                shares = [(mp, b.share(mp, m)) for mp in range(m + 1) if b.share(mp, m) > 0]
+            owned = [(mdl.y[(k, mp)], -(w * hours)) for mp, w in shares]
+            prob.addConstraint(pulp.LpConstraint(_expr(load + owned), pulp.LpConstraintLE), f"capacity_{k}_{m}")
 
     # Valid inequalities: a job can use build k in month m only if some unit is owned by then. They
     # cut off fractional purchases the capacity rows alone allow and speed the search a lot.
     # With continuous runs (``link_rows=False``) they only slow the search: capacity already ties runs
     # to integer purchases, and the 100-job bench solves in 1.4 s instead of 3.3 s without them.
     for (j, k, m), v in mdl.u.items() if link_rows else ():
-        owned = pulp.lpSum(mdl.y[(k, mp)] for mp in range(m + 1) if builds[k].active(mp, m))
-        prob += v <= jobs[j].demand[m] * owned, f"link_{j}_{k}_{m}"
+        r = jobs[j].demand[m]
+        owned = [(mdl.y[(k, mp)], -r) for mp in range(m + 1) if builds[k].active(mp, m)]
+        prob.addConstraint(pulp.LpConstraint(_expr([(v, 1), *owned]), pulp.LpConstraintLE), f"link_{j}_{k}_{m}")
 
     if capex_budget_usd is not None and mdl.y:
         prob += (
@@ -323,6 +334,19 @@ def add_team_budget_rows(
             if constant == 0 and not terms:
                 continue
             mdl.problem += pulp.lpSum(terms) + constant <= cap, f"team_{_safe(team)}_{m}"
+
+
+def _expr(terms: list[tuple[pulp.LpVariable, float]]) -> pulp.LpAffineExpression:
+    """sum c v over ``terms`` as PuLP's arithmetic makes it: a term with a zero coefficient is left
+    out (``0 * v`` is an empty expression), a coefficient that is not finite is refused; the
+    variables are distinct."""
+    kept = []
+    for v, c in terms:
+        if c != 0:
+            if not math.isfinite(c):
+                raise pulp.PulpError("Cannot multiply variables with NaN/inf values")
+            kept.append((v, c))
+    return pulp.LpAffineExpression(kept)
 
 
 def _safe(name: str) -> str:

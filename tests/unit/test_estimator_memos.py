@@ -177,3 +177,23 @@ def test_a_recipe_copy_is_keyed_from_its_workload_and_its_recipe() -> None:
     assert whole == ca and whole.rate_key() != ca.rate_key()
     clear_cache()
     assert estimate(ca, "L4").model_dump() == estimate(whole, "L4").model_dump()
+
+
+@pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
+def test_a_kept_per_token_floor_is_the_one_computed_for_any_amount(w: Workload) -> None:
+    """The rentals' cost floors (``step_floor``) are kept per workload without its amount and card:
+    another amount gets the floor computed for it, and ``clear_cache`` forgets them."""
+    from optimizer.candidates import step_floor
+
+    shape = resolve_model(w.model)
+    other = w.model_copy(update={"tokens": 3e9} if w.tokens else {"samples": 5e7})
+    clear_cache()
+    for gpu in ("A100", "T4", "H100"):
+        spec = gpu_spec(gpu)
+        fresh = step_floor._floor(shape, other, spec)
+        assert step_floor.gpu_seconds_per_token_floor(shape, w, spec) == fresh  # computed for ``w``
+        assert step_floor.gpu_seconds_per_token_floor(shape, other, spec) == fresh  # kept: ``other`` hits it
+    assert len(step_floor._FLOORS) == 3  # one entry per card, whatever the amount
+    assert step_floor.gpu_seconds_per_token_floor(shape, w, gpu_spec("L4")) != step_floor._floor(shape, w, gpu_spec("T4"))
+    clear_cache()
+    assert len(step_floor._FLOORS) == 0
