@@ -28,7 +28,7 @@ import numpy as np
 
 from optimizer.candidates.estimator import host_share, loading_gb
 from optimizer.estimator import calibration as cal
-from optimizer.estimator.amounts import AmountBasis, amount_inputs, amount_of
+from optimizer.estimator.amounts import AmountBasis, amount_inputs
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.host import with_dataset
 from optimizer.estimator.memo import LruMemo
@@ -190,7 +190,7 @@ class MoveRows:
     def figures(self, member: Member, w: Workload) -> list[Figures] | None:
         """``member``'s figures for ``w``'s amount from the rows; None while it is to move on its
         own (``BATCH_AFTER`` groups or fewer have asked for this amount, or it has no rows)."""
-        amount = amount_of(w)
+        amount = w.amount()
         entry = self._recent.get(amount)
         if entry is None:
             with self._lock:

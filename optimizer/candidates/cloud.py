@@ -61,7 +61,6 @@ from optimizer.candidates.types import (
     Pricing,
 )
 from optimizer.egress_prices import egress_usd_per_gb
-from optimizer.estimator.amounts import amount_of
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints, Workload
@@ -248,10 +247,10 @@ def _kept(
     def compute() -> _KeptConfigs:
         read: _Memo = {}
         cfgs = make(read)
-        return cfgs, tuple(read.items()), amount_of(workload), KeptMoves(cfgs, workload, gpus_per_node, setup_hours)
+        return cfgs, tuple(read.items()), workload.amount(), KeptMoves(cfgs, workload, gpus_per_node, setup_hours)
 
     cfgs, read, amount, moves = _CONFIGS.get_or_compute(key, compute)
-    moved = cfgs if amount == amount_of(workload) else moves.at(workload)
+    moved = cfgs if amount == workload.amount() else moves.at(workload)
     if moved is None:  # these configurations do not move between amounts
         return make(memo)
     # A ``MovingMemo`` moves an estimate when it is read; a plain one takes them moved.

@@ -101,11 +101,6 @@ def _flops(tp: Throughput, tokens: float) -> float:
     return float(f"{tp.model_flops_per_token * tokens:.6e}")
 
 
-def amount_of(w: Workload) -> tuple[float | None, ...]:
-    """The amount of training ``w`` asks for, as its ``AMOUNT_FIELDS`` in a fixed order."""
-    return w.amount()
-
-
 @dataclass(frozen=True, slots=True)
 class AmountInputs:
     """What a workload's amount of training is, as the amount-dependent figures take it: the run's
@@ -141,7 +136,7 @@ def amount_kind(w: Workload) -> tuple[str, ...]:
     last = _LAST_KIND
     if last[0] is w:
         return last[1]
-    kind = tuple(f for f, v in zip(AMOUNT_ORDER, amount_of(w), strict=True) if v is not None)
+    kind = tuple(f for f, v in zip(AMOUNT_ORDER, w.amount(), strict=True) if v is not None)
     _LAST_KIND = (w, kind)
     return kind
 
@@ -149,7 +144,7 @@ def amount_kind(w: Workload) -> tuple[str, ...]:
 def same_amount(est: Estimate, w: Workload) -> bool:
     """Whether ``est`` already holds ``w``'s amount of training (or has no basis to move)."""
     basis = est.details.get(BASIS_KEY) if est.details else None
-    return not isinstance(basis, AmountBasis) or amount_of(basis.w) == amount_of(w)
+    return not isinstance(basis, AmountBasis) or basis.w.amount() == w.amount()
 
 
 def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload], None] | None = None) -> Estimate:
@@ -168,8 +163,8 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
     basis = details.get(BASIS_KEY) if details else None
     if not isinstance(basis, AmountBasis):
         return est
-    want = amount_of(w)
-    if amount_of(basis.w) == want:
+    want = w.amount()
+    if basis.w.amount() == want:
         return est
     if check is not None:
         check(basis.shape, w)

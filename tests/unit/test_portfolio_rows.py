@@ -22,8 +22,11 @@ def _reference(jobs: list[PortfolioJob], builds: list[PortfolioBuild], months: i
                link_rows: bool, mdl: Any) -> tuple[pulp.LpAffineExpression, dict[str, pulp.LpConstraint]]:
     """The objective and rows written with PuLP's operators, on the model's own variables."""
     kidx = {b.id: k for k, b in enumerate(builds)}
-    constant = sum(jobs[j].rentals[o].cost_per_run_usd * r
-                   for (j, m), r in mdl.demand.items() if (o := mdl.implicit.get(j)) is not None)
+    # Added one by one as the builder does: from Python 3.12 ``sum`` compensates its rounding.
+    constant = 0.0
+    for (j, _m), r in mdl.demand.items():
+        if (o := mdl.implicit.get(j)) is not None:
+            constant += jobs[j].rentals[o].cost_per_run_usd * r
     energy = {(j, kidx[x.build]): x for j, job in enumerate(jobs) for x in job.builds}
 
     def run_cost(j: int, k: int) -> float:
