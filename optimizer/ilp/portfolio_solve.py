@@ -68,7 +68,7 @@ def solve_portfolio(
         t = time.perf_counter()
         relaxed = build_portfolio(jobs, builds, months, integer_runs=False, link_rows=False, **kw)  # type: ignore[arg-type]
         build_s += time.perf_counter() - t
-        res = solve(relaxed.problem, time_limit_s, gap_rel=gap_rel / 4)
+        res = solve(relaxed.problem, time_limit_s, gap_rel=gap_rel / 4, relaxation_first=True)
         solve_s += res.seconds
         if res.has_solution and res.objective is not None:
             rounded = _round_down(relaxed, jobs, builds, res.values, hours_per_month * availability)
@@ -90,7 +90,7 @@ def solve_portfolio(
     mdl = build_portfolio(jobs, builds, months, **kw)  # type: ignore[arg-type]
     build_s += time.perf_counter() - t
     left = max(1.0, time_limit_s - (time.perf_counter() - start))
-    res = solve(mdl.problem, left, gap_rel=gap_rel, warm_start=start_values)
+    res = solve(mdl.problem, left, gap_rel=gap_rel, warm_start=start_values, relaxation_first=True)
     solve_s += res.seconds
     return PortfolioSolve(mdl, res, build_s, solve_s, "integer program")
 

@@ -171,3 +171,93 @@ def test_a_threads_highs_is_reused_cleared_between_solves() -> None:
     (other, other_h), = got
     assert other_h is not h
     assert (other.objective, other.values) == (first.objective, first.values)
+
+
+def _solver_spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The solver objects ``solve`` makes, to read which way each solve went."""
+    import importlib
+
+    solve_mod = importlib.import_module("optimizer.ilp.solve")
+    made: list[Any] = []
+    real = solve_mod._solver
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        made.append(real(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(solve_mod, "_solver", spy)
+    return made
+
+
+def _choose_cheapest(costs: list[float]) -> pulp.LpProblem:
+    """Pick one of several binaries at least cost: the relaxation's optimum is a whole vertex."""
+    prob = pulp.LpProblem("pick", pulp.LpMinimize)
+    x = [pulp.LpVariable(f"x_{i}", cat="Binary") for i in range(len(costs))]
+    prob += pulp.lpSum(c * v for c, v in zip(costs, x, strict=True))
+    prob += pulp.lpSum(x) == 1, "one"
+    return prob
+
+
+def test_an_integral_relaxation_is_the_answer_with_gap_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _solver_spy(monkeypatch)
+    costs = [7.5, 3.25, 9.0, 4.0]
+    plain = solve(_choose_cheapest(costs), time_limit_s=10)
+    first = solve(_choose_cheapest(costs), time_limit_s=10, relaxation_first=True)
+    assert [m.relaxation_integral for m in made] == [False, True]
+    assert first.status == OPTIMAL and first.gap == 0.0
+    assert (first.objective, first.values) == (plain.objective, plain.values) == (3.25, first.values)
+    assert first.values == {"x_0": 0.0, "x_1": 1.0, "x_2": 0.0, "x_3": 0.0}
+    assert all(v.is_integer() for v in first.values.values())  # whole, as a search reports them
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4])  # seed 3's relaxation happens to be whole
+def test_a_fractional_relaxation_falls_back_to_the_search(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A knapsack's relaxation takes part of an item: the integer search runs as without the option."""
+    made = _solver_spy(monkeypatch)
+    prob, best = _knapsack(seed)
+    plain = solve(prob, time_limit_s=10)
+    prob2, _ = _knapsack(seed)
+    first = solve(prob2, time_limit_s=10, relaxation_first=True)
+    assert [m.relaxation_integral for m in made] == [False, False]
+    assert (first.status, first.objective, first.values, first.gap) == (plain.status, plain.objective,
+                                                                        plain.values, plain.gap)
+    assert first.objective == pytest.approx(best)
+
+
+def test_relaxation_first_on_random_portfolios(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans' models (machines, commitments, quotas, whole and continuous runs), solved both ways,
+    some from a warm start: the same status; where the relaxation was whole it is the optimum (never
+    dearer than the search's answer, which may stop within its gap) and every integer column is
+    whole; where it was not, the search ran exactly as without the option: the same values and gap."""
+    from optimizer.ilp.portfolio import build_portfolio
+    from tests.unit.test_portfolio_rows import _case
+
+    made = _solver_spy(monkeypatch)
+    rng = random.Random(11)
+    took = fell_back = warm = 0
+    for _ in range(80):
+        jobs, builds, months, kw = _case(rng)
+        # A start, as a plan hands its rounded answer: here the model's own optimum.
+        probe = solve(build_portfolio(jobs, builds, months, **kw).problem, time_limit_s=10)
+        start = None
+        if probe.has_solution and rng.random() < 0.5:
+            start = dict(probe.values)
+        plain = solve(build_portfolio(jobs, builds, months, **kw).problem, time_limit_s=10, gap_rel=1e-3,
+                      warm_start=start)
+        mdl = build_portfolio(jobs, builds, months, **kw)
+        first = solve(mdl.problem, time_limit_s=10, gap_rel=1e-3, warm_start=start, relaxation_first=True)
+        assert first.status == plain.status
+        if not first.has_solution:
+            continue
+        assert plain.objective is not None
+        if made[-1].relaxation_integral:
+            took += 1
+            assert first.gap == 0.0
+            assert first.objective <= plain.objective + 1e-6 * max(1.0, abs(plain.objective))
+            ints = {v.name for v in mdl.problem.variables() if v.cat == pulp.LpInteger}
+            assert all(first.values[n].is_integer() for n in ints if n in first.values)
+        else:
+            fell_back += 1
+            warm += start is not None
+            assert (first.objective, first.values, first.gap) == (plain.objective, plain.values, plain.gap)
+    assert took > 10 and fell_back > 5 and warm > 2  # every way is exercised
