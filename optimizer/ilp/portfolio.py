@@ -190,7 +190,7 @@ def build_portfolio(
     used = sorted({kidx[x.build] for xs in uses_of.values() for x in xs})
     for k in used:
         for m in range(months):
-            mdl.y[(k, m)] = pulp.LpVariable(f"y_{k}_{m}", lowBound=0, cat=pulp.LpInteger)
+            mdl.y[(k, m)] = prob.add_variable(f"y_{k}_{m}", lowBound=0, cat=pulp.LpInteger)
     for j, job in enumerate(jobs):
         for m in range(months):
             if job.demand[m] <= 0:
@@ -198,10 +198,10 @@ def build_portfolio(
             R = job.demand[m]
             mdl.demand[(j, m)] = R
             for o in rentals_of[j]:
-                mdl.n[(j, o, m)] = pulp.LpVariable(f"n_{j}_{o}_{m}", lowBound=0, upBound=R, cat=pulp.LpInteger)
+                mdl.n[(j, o, m)] = prob.add_variable(f"n_{j}_{o}_{m}", lowBound=0, upBound=R, cat=pulp.LpInteger)
             for use in uses_of[j]:
                 k = kidx[use.build]
-                mdl.u[(j, k, m)] = pulp.LpVariable(f"u_{j}_{k}_{m}", lowBound=0, upBound=R, cat=run_cat)
+                mdl.u[(j, k, m)] = prob.add_variable(f"u_{j}_{k}_{m}", lowBound=0, upBound=R, cat=run_cat)
             if j in mdl.implicit:
                 constant += jobs[j].rentals[mdl.implicit[j]].cost_per_run_usd * R
 

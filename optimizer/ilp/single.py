@@ -53,7 +53,7 @@ def build_single(
     quotas: Mapping[str, int] | None = None,
 ) -> SingleModel:
     problem = pulp.LpProblem("single_job", pulp.LpMinimize)
-    x = {f"x_{i}": pulp.LpVariable(f"x_{i}", cat=pulp.LpBinary) for i in range(len(candidates))}
+    x = {f"x_{i}": problem.add_variable(f"x_{i}", cat=pulp.LpBinary) for i in range(len(candidates))}
     xs = list(x.values())
     C = [c.cost_usd for c in candidates]
     T = [c.hours + c.lead_hours for c in candidates]
