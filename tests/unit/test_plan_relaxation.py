@@ -13,6 +13,7 @@ import pytest
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.plan import PlanJobInput, plan
 from tests.unit.plan_workloads import bundled
+from tests.unit.test_solve import _solver_spy
 
 portfolio_solve = importlib.import_module("optimizer.ilp.portfolio_solve")
 
@@ -54,12 +55,11 @@ def test_relaxation_first_leaves_plans_as_they_were(i: int, monkeypatch: pytest.
 
 
 def test_the_plans_cover_buying_committing_and_both_ways_of_solving(monkeypatch: pytest.MonkeyPatch) -> None:
-    solve_mod = importlib.import_module("optimizer.ilp.solve")
-    made: list[Any] = []
-    real = solve_mod._solver
-    monkeypatch.setattr(solve_mod, "_solver", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    made = _solver_spy(monkeypatch)
     answers = [_answer(*p) for p in PLANS]
     whole = [m.relaxation_integral for m in made]
     assert whole.count(True) >= 3 and whole.count(False) >= 3  # stopped at the relaxation, and searched
-    assert [sum(b["count"] for b in a["buy"]) > 0 for a in answers] == [False, False, True, True, False]
-    assert [bool(a["commit"]) for a in answers] == [False, True, False, False, False]
+    # The comparison above is only worth something if some plans buy machines and some commit.
+    assert any(sum(b["count"] for b in a["buy"]) > 0 for a in answers)
+    assert any(a["commit"] for a in answers)
+    assert any(not a["buy"] and not a["commit"] for a in answers)
