@@ -12,6 +12,11 @@ integer plan of cost Z_round >= Z*. So
 Where the proof fails (a job with no rental, provider quotas, or a rounding that costs too much), the
 integer model is solved as written, warm-started from the rounded plan when there is one, with the
 same stated gap. The answer says which way it went and how the time was spent.
+
+Either model is handed to HiGHS as its LP relaxation first (``solve(relaxation_first=True)``):
+most plans' relaxations are already whole (nothing bought, or whole machines), and then that is
+the integer optimum at a tenth of a MIP solve's fixed cost; otherwise the search runs as it would
+have without the attempt.
 """
 
 from __future__ import annotations
