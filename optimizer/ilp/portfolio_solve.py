@@ -15,8 +15,8 @@ same stated gap. The answer says which way it went and how the time was spent.
 
 Either model is handed to HiGHS as its LP relaxation first (``solve(relaxation_first=True)``):
 most plans' relaxations are already whole (nothing bought, or whole machines), and then that is
-the integer optimum for a seventh of what a MIP solve costs (2-3 against 18-24 ms); otherwise the search runs as it would
-have without the attempt.
+the integer optimum for a seventh of what a MIP solve costs (2-3 against 18-24 ms); otherwise
+the search runs as it would have without the attempt.
 """
 
 from __future__ import annotations
