@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from optimizer.errors import InvalidInput, UnknownGpu, UnknownModel
 from optimizer.estimator import calibration as cal
-from optimizer.estimator.estimate import estimate, resolve_sharding, usable_vram_gb
+from optimizer.estimator.estimate import clear_cache, estimate, resolve_sharding, usable_vram_gb
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.workload import Workload
 from tests.unit.accuracy_bench import estimator_accuracy
@@ -168,6 +168,9 @@ def test_bad_input() -> None:
 
 
 def test_results_are_memoized_and_frozen() -> None:
+    # From clean memos: a search an earlier test ran for another amount of this workload would
+    # make the estimate at that amount, moved on every read, never the same object twice.
+    clear_cache()
     w = Workload(model="gpt2", micro_batch_size=8, seq_len=256)
     first = estimate(w, "A10G")
     with pytest.raises(ValidationError):

@@ -116,6 +116,10 @@ def test_suggestions_are_verified_and_only_when_nothing_fits() -> None:
 
 
 def test_recipe_search_is_memoised_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Searches are shared by workloads that differ only in their amount (``_TRIALS``): one an
+    # earlier test ran for another token count on a 24 GB card would make the L4 estimate below
+    # at that amount, moved on every read (``at_amount``), never the same object twice. Start clean.
+    est_mod.clear_cache()
     monkeypatch.setattr(est_mod, "_FITTED", LruMemo(3))
     for i in range(5):
         estimate(QLORA.model_copy(update={"tokens": 1e8 + i}), "RTX4090")
