@@ -25,7 +25,7 @@ def _job(name: str, model: str, method: str, tokens: float, runs: float) -> Plan
 PLANS: list[tuple[list[PlanJobInput], int, Constraints, dict[str, Any]]] = [
     # Light jobs: nothing is worth buying.
     ([_job("a", "qwen2.5-1.5b", "lora", 1e8, 2), _job("b", "bert-base", "full", 1e8, 4)], 12, Constraints(), {}),
-    # Busy A100 work on AWS: a one-year commitment.
+    # Busy A100 work on AWS: an instance committed for a term.
     ([_job("a", "llama-3-8b", "full", 3e9, 10)], 12,
      Constraints(providers=["aws"], gpus=["A100"], max_gpus=8, include_local=False), {}),
     # Busy small jobs over two and three years: machines bought, where the relaxation is fractional.

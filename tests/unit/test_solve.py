@@ -205,8 +205,8 @@ def test_an_integral_relaxation_is_the_answer_with_gap_zero(monkeypatch: pytest.
     first = solve(_choose_cheapest(costs), time_limit_s=10, relaxation_first=True)
     assert [m.relaxation_integral for m in made] == [False, True]
     assert first.status == OPTIMAL and first.gap == 0.0
-    assert (first.objective, first.values) == (plain.objective, plain.values) == (3.25, first.values)
-    assert first.values == {"x_0": 0.0, "x_1": 1.0, "x_2": 0.0, "x_3": 0.0}
+    assert first.objective == plain.objective == 3.25
+    assert first.values == plain.values == {"x_0": 0.0, "x_1": 1.0, "x_2": 0.0, "x_3": 0.0}
     assert all(v.is_integer() for v in first.values.values())  # whole, as a search reports them
 
 
