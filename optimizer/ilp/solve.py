@@ -123,13 +123,17 @@ class _BulkHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined]
     HiGHS model). The HiGHS instance is this thread's, cleared (``_cleared_highs``); ``solve`` reads
     what it needs of it before returning and then lets the problem go of it.
 
+    ``start``: values by variable name the integer search starts from (a warm start).
     ``relaxation_first``: solve the LP relaxation first and stop there when its optimum is already
     integral, which makes it the integer optimum, proven (gap 0). HiGHS spent 18-24 ms on even a
     plan's small MIPs (presolve, probing, heuristics at the root); their relaxations take 2-3 ms,
     and most of them buy nothing or whole machines."""
 
-    def __init__(self, *, relaxation_first: bool = False, **kw: Any) -> None:
+    def __init__(self, *, start: Mapping[str, float] | None = None, relaxation_first: bool = False,
+                 **kw: Any) -> None:
         super().__init__(**kw)
+        # Values by name the integer search starts from (PuLP hands a start only to the HiGHS binary).
+        self._warm = start
         self.relaxation_first = relaxation_first
         self.relaxation_integral = False  # set by ``callSolver``: the relaxation's optimum was the answer
         self._ints: list[int] = []
@@ -208,18 +212,19 @@ class _BulkHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined]
         relax = self.relaxation_first and bool(self._ints)
         if relax and h.setOptionValue("solve_relaxation", True) == highspy.HighsStatus.kOk:
             h.run()
-            if _integral(h, np.asarray(self._ints)):
+            if _integral(h, self._ints):
                 self.relaxation_integral = True
                 return
             # Forget the relaxation's solution and basis: the search then runs exactly as it
             # would have without it (same path, same answer, same gap).
             h.clearSolver()
             h.setOptionValue("solve_relaxation", False)
-        self._start(lp)
+        if self._warm:
+            pairs = [(v.index, self._warm[v.name]) for v in lp.variables() if v.name in self._warm]
+            if pairs:
+                idx, vals = zip(*pairs, strict=True)
+                h.setSolution(len(idx), np.array(idx, dtype=np.int32), np.array(vals, dtype=np.float64))
         h.run()
-
-    def _start(self, lp: pulp.LpProblem) -> None:
-        """Hook: hand HiGHS a starting solution before the integer search."""
 
     def findSolutionValues(self, lp: pulp.LpProblem) -> tuple[int, int]:  # PuLP's name
         status = super().findSolutionValues(lp)
@@ -236,7 +241,7 @@ class _BulkHiGHS(pulp.HiGHS):  # type: ignore[misc, name-defined]
 _INTEGRAL_TOL = 1e-9
 
 
-def _integral(h: Any, ints: Any) -> bool:
+def _integral(h: Any, ints: list[int]) -> bool:
     """The relaxation solved to optimality with every integer column whole."""
     import highspy
     import numpy as np
@@ -245,22 +250,6 @@ def _integral(h: Any, ints: Any) -> bool:
         return False
     values = np.asarray(h.getSolution().col_value)[ints]
     return bool(np.all(np.abs(values - np.rint(values)) <= _INTEGRAL_TOL))
-
-
-class _WarmHiGHS(_BulkHiGHS):
-    """In-process HiGHS handed a starting solution (PuLP passes one only to the HiGHS binary)."""
-
-    def __init__(self, start: Mapping[str, float], **kw: Any) -> None:
-        super().__init__(**kw)
-        self._warm = start
-
-    def _start(self, lp: pulp.LpProblem) -> None:
-        import numpy as np
-
-        pairs = [(v.index, self._warm[v.name]) for v in lp.variables() if v.name in self._warm]
-        if pairs:
-            idx, vals = zip(*pairs, strict=True)
-            lp.solverModel.setSolution(len(idx), np.array(idx, dtype=np.int32), np.array(vals, dtype=np.float64))
 
 
 def _solver(
@@ -273,7 +262,7 @@ def _solver(
             "msg": False, "timeLimit": time_limit_s, "threads": 1, "gapRel": gap_rel,
             "mip_heuristic_effort": HIGHS_HEURISTIC_EFFORT, "relaxation_first": relaxation_first,
         }
-        return _WarmHiGHS(start, **kw) if start else _BulkHiGHS(**kw)
+        return _BulkHiGHS(start=start, **kw)
     if name == "CBC":
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
     return pulp.HiGHS_CMD(msg=False, timeLimit=time_limit_s, gapRel=gap_rel)
