@@ -13,7 +13,7 @@ from optimizer.candidates.estimator import Estimator, _estimate, default_estimat
 from optimizer.candidates.headroom import is_safe, safer, tight_warning
 from optimizer.candidates.rejections import NO_VRAM_MARGIN
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis
-from optimizer.estimator.estimate import on_clear
+from optimizer.estimator.estimate import memory_figures, on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate
@@ -96,7 +96,9 @@ def _settle(estimator: Estimator, workload: Workload, est: Estimate, gpus: int, 
         def call(w: Workload, gpu: str, count: int, s: str | None) -> Estimate | str:
             return _estimate(estimator, w, gpu, count, s)
 
-        better = safer(call, workload, est, used, sharding, margin)
+        # The product's estimator tells tight recipes by their memory alone (``memory_figures``).
+        own = inspect.unwrap(estimator) is default_estimator()
+        better = safer(call, workload, est, used, sharding, margin, memory_figures if own else None)
         if better is not None:
             est = better
         elif margin is not None:

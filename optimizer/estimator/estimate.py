@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from optimizer.errors import InvalidInput
+from optimizer.errors import GpucostError, InvalidInput
 from optimizer.estimator import recipe as rcp
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
 from optimizer.estimator.amounts import figures as amount_figures
@@ -472,6 +472,65 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         if est.fits:
             return est
     return one(rcp.least_memory_trial(w, gpu_count, sharding))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFigures:
+    """What ``estimate`` would say of a concrete recipe's memory, without making the estimate: its
+    point (``memory_gb.total_per_gpu``), the upper end of its range, the card's usable memory and
+    whether it fits; ``tokens_per_second()`` its speed, as the estimate rounds it."""
+
+    point_gb: float
+    upper_gb: float
+    usable_gb: float
+    fits: bool
+    _shape: ModelShape
+    _workload: Workload
+    _gpu: GpuSpec
+    _gpu_count: int
+    _sharding: str
+    _mem: MemoryParts
+
+    def tokens_per_second(self) -> float:
+        tp = throughput(self._shape, self._workload, self._gpu, self._gpu_count, self._sharding, self._mem)
+        return _round(tp.tokens_per_second, 1)
+
+
+def memory_figures(workload: Workload, gpu: str, gpu_count: int, sharding: str | None) -> MemoryFigures | None:
+    """``estimate(workload, gpu, gpu_count, sharding)``'s memory figures, from the memory model
+    cards share, for a recipe given in full (micro-batch, checkpointing and accumulation fixed)
+    under one scheme; None where the estimate would choose (a recipe or scheme left to ``auto``)
+    or refuse the request: ask ``estimate`` then, which says why.
+
+    The headroom search (``candidates.headroom.safer``) finds most of the smaller recipes it tries
+    tight too; this tells it so without making their estimates."""
+    scheme = sharding or workload.sharding
+    if scheme == "none":
+        scheme = "ddp"
+    if gpu_count < 1 or scheme not in ("ddp", "zero1", "zero2", "zero3", "fsdp", "auto"):
+        return None
+    schemes = resolve_sharding(scheme, gpu_count)
+    if len(schemes) != 1:
+        return None
+    try:
+        shape = resolve_model(workload.model)
+        spec = gpu_spec(canonical_gpu(gpu))
+        check_supported(workload, spec)
+        cw = with_precision(workload, spec)
+        micros = rcp.micro_candidates(cw, gpu_count)
+        ckpts = rcp.checkpointing_choices(cw)
+        if len(micros) != 1 or len(ckpts) != 1:
+            return None
+        # The one trial ``_fit_scheme`` estimates for a recipe given in full (``recipe.fitting_trials``).
+        tw = rcp.concrete_workload(cw, gpu_count, micros[0], ckpts[0])
+        _check_vision(shape, tw)
+    except GpucostError:
+        return None
+    mem = _memory(shape, tw, spec, gpu_count, schemes[0])
+    view = _memory_view(shape, tw, mem)
+    usable = usable_vram_gb(spec)
+    return MemoryFigures(view.breakdown.total_per_gpu, float(view.range[1]), usable, view.total_gb <= usable,
+                         shape, tw, spec, gpu_count, schemes[0], mem)
 
 
 def moved_to_amount(est: Estimate, w: Workload) -> Estimate:
