@@ -300,11 +300,7 @@ def estimate(
     """
     if gpu_count < 1:
         raise InvalidInput("gpu_count", "must be at least 1")
-    scheme = sharding or workload.sharding
-    if scheme == "none":  # "no sharding" as some callers spell it
-        scheme = "ddp"
-    if scheme not in ("ddp", "zero1", "zero2", "zero3", "fsdp", "auto"):
-        raise InvalidInput("sharding", f"unknown sharding {scheme!r}")
+    scheme = _scheme(workload, sharding)
     # Resolve names first so bad input fails with the right field before the cache.
     resolve_model(workload.model)
     canon = canonical_gpu(gpu)
@@ -320,6 +316,16 @@ def estimate(
 
 
 _FITTED: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
+
+
+def _scheme(workload: Workload, sharding: str | None) -> str:
+    """The scheme ``estimate`` is asked for: ``sharding``, else the workload's."""
+    scheme = sharding or workload.sharding
+    if scheme == "none":  # "no sharding" as some callers spell it
+        scheme = "ddp"
+    if scheme not in ("ddp", "zero1", "zero2", "zero3", "fsdp", "auto"):
+        raise InvalidInput("sharding", f"unknown sharding {scheme!r}")
+    return scheme
 
 
 def _fitted_cached(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
@@ -504,25 +510,21 @@ def memory_figures(workload: Workload, gpu: str, gpu_count: int, sharding: str |
 
     The headroom search (``candidates.headroom.safer``) finds most of the smaller recipes it tries
     tight too; this tells it so without making their estimates."""
-    scheme = sharding or workload.sharding
-    if scheme == "none":
-        scheme = "ddp"
-    if gpu_count < 1 or scheme not in ("ddp", "zero1", "zero2", "zero3", "fsdp", "auto"):
-        return None
-    schemes = resolve_sharding(scheme, gpu_count)
-    if len(schemes) != 1:
+    if gpu_count < 1:
         return None
     try:
+        schemes = resolve_sharding(_scheme(workload, sharding), gpu_count)
+        if len(schemes) != 1:
+            return None
         shape = resolve_model(workload.model)
         spec = gpu_spec(canonical_gpu(gpu))
         check_supported(workload, spec)
         cw = with_precision(workload, spec)
-        micros = rcp.micro_candidates(cw, gpu_count)
-        ckpts = rcp.checkpointing_choices(cw)
-        if len(micros) != 1 or len(ckpts) != 1:
+        given = rcp.given_recipe(cw, gpu_count)
+        if given is None:
             return None
         # The one trial ``_fit_scheme`` estimates for a recipe given in full (``recipe.fitting_trials``).
-        tw = rcp.concrete_workload(cw, gpu_count, micros[0], ckpts[0])
+        tw = rcp.concrete_workload(cw, gpu_count, *given)
         _check_vision(shape, tw)
     except GpucostError:
         return None

@@ -168,6 +168,15 @@ def checkpointing_choices(w: Workload) -> list[bool]:
     return [bool(w.gradient_checkpointing)]
 
 
+def given_recipe(w: Workload, data_parallel_gpus: int) -> tuple[int, bool] | None:
+    """The micro-batch and checkpointing of a ``w`` that leaves neither to choose, else None."""
+    micros = micro_candidates(w, data_parallel_gpus)
+    ckpts = checkpointing_choices(w)
+    if len(micros) == 1 and len(ckpts) == 1:
+        return micros[0], ckpts[0]
+    return None
+
+
 def fitting_trials(
     w: Workload, data_parallel_gpus: int, sharding: str, fits: Callable[[Workload], bool]
 ) -> list[Trial]:
@@ -176,11 +185,12 @@ def fitting_trials(
     A choice is dropped when another fits the same micro-batch without recomputing. A recipe given
     in full is returned as it is, fitting or not (the estimate says which).
     """
+    given = given_recipe(w, data_parallel_gpus)
+    if given is not None:
+        # Nothing to choose: the estimate itself says whether it fits.
+        return [concrete(w, data_parallel_gpus, sharding, *given)]
     micros = micro_candidates(w, data_parallel_gpus)
     ckpts = checkpointing_choices(w)
-    if len(micros) == 1 and len(ckpts) == 1:
-        # Nothing to choose: the estimate itself says whether it fits.
-        return [concrete(w, data_parallel_gpus, sharding, micros[0], ckpts[0])]
     out: list[Trial] = []
     for ckpt in ckpts:
         # Recomputing only pays if it allows a larger micro-batch than not recomputing does.
