@@ -14,7 +14,6 @@ and ``rental_search`` counts the rental offers preparation priced and those the 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ from optimizer.candidates import (
     ShardingChoices,
     default_estimator,
     generate,
+    is_product_estimator,
 )
 from optimizer.candidates.bounds import OfferFloors, OfferGroups, committed_floor_usd
 from optimizer.estimator.workload import Constraints, Workload
@@ -289,12 +289,6 @@ def _committable_rentals(
     return list(search(pool).ranked), priced + len(pool)
 
 
-def _floors_apply(estimator: Estimator) -> bool:
-    """Whether ``estimator`` is the product's (or a wrapper declaring it with ``functools.wraps``,
-    which passes its estimates through): the cost floors follow that estimator's formulas."""
-    return inspect.unwrap(estimator) is default_estimator()
-
-
 def _prepare(
     jobs: Sequence[PlanJobInput],
     constraints: Constraints,
@@ -314,7 +308,8 @@ def _prepare(
     # and the rest say what they hold of each quota (a month's runs share it, ilp.portfolio).
     vcpus_of = vcpus_lookup(offers) if quota_book is not None else None
     one_unit = dataclasses.replace(a, max_local_units=1)
-    groups = OfferGroups.of(offers, constraints) if prune and _floors_apply(estimator) else None
+    # The cost floors follow the product estimator's formulas.
+    groups = OfferGroups.of(offers, constraints) if prune and is_product_estimator(estimator) else None
     for job in jobs:
         c = constraints.model_copy(update={"deadline_hours": job.deadline_hours, "budget_usd": None})
         cloud_c = c.model_copy(update={"include_local": False})

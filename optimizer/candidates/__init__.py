@@ -18,6 +18,7 @@ from optimizer.candidates.estimator import (
     ShardingChoices,
     default_estimator,
     default_shardings,
+    is_product_estimator,
 )
 from optimizer.candidates.local import local_candidates
 from optimizer.candidates.rejections import (
@@ -82,6 +83,7 @@ __all__ = [
     "default_estimator",
     "default_shardings",
     "generate",
+    "is_product_estimator",
     "local_candidates",
     "pareto",
 ]

@@ -15,7 +15,6 @@ furthest in (VRAM, then host, then deadline, then budget).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -28,9 +27,9 @@ from optimizer.candidates.estimator import (
     _canonical,
     _estimate,
     _wanted_gpus,
-    default_estimator,
     default_shardings,
     host_share,
+    is_product_estimator,
     job_host,
     whole_gpus,
 )
@@ -233,7 +232,7 @@ _CONFIGS: LruMemo[tuple[object, ...], _KeptConfigs] = LruMemo(CONFIGS_MEMO_SIZE)
 
 
 def _reusable(estimator: Estimator, shardings: ShardingChoices) -> bool:
-    return inspect.unwrap(estimator) is default_estimator() and shardings is default_shardings()
+    return is_product_estimator(estimator) and shardings is default_shardings()
 
 
 def _kept(

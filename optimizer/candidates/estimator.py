@@ -3,6 +3,7 @@ names resolved once."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,13 @@ def default_estimator() -> Estimator:
     from optimizer.estimator.estimate import estimate
 
     return estimate
+
+
+def is_product_estimator(estimator: Estimator) -> bool:
+    """Whether ``estimator`` is the product's, or a wrapper declaring it with ``functools.wraps``
+    (which passes its estimates through): what is derived from its formulas without calling it (the
+    plan's cost floors, kept configurations, the headroom search's memory figures) holds for it."""
+    return inspect.unwrap(estimator) is default_estimator()
 
 
 def default_shardings() -> ShardingChoices:

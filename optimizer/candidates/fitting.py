@@ -4,12 +4,11 @@ Shared by cloud and local option generation (``batch`` and ``headroom`` hold the
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 from optimizer.candidates.amounts import amount_key, moved_estimate
 from optimizer.candidates.batch import idle_warning, recipe_reason
-from optimizer.candidates.estimator import Estimator, _estimate, default_estimator
+from optimizer.candidates.estimator import Estimator, _estimate, is_product_estimator
 from optimizer.candidates.headroom import is_safe, safer, tight_warning
 from optimizer.candidates.rejections import NO_VRAM_MARGIN
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis
@@ -57,7 +56,7 @@ def settle(
     ``workload`` on ``used`` x its GPU under ``sharding``. ``across_amounts``: keep the choice for
     other amounts of training (``_SETTLED``), for callers whose results are not kept otherwise
     (cloud configurations are, with what they settled: ``cloud._kept``)."""
-    if not across_amounts or inspect.unwrap(estimator) is not default_estimator() or not isinstance(
+    if not across_amounts or not is_product_estimator(estimator) or not isinstance(
         est.details.get(BASIS_KEY) if est.details else None, AmountBasis
     ):
         return _settle(estimator, workload, est, gpus, used, sharding, margin)
@@ -97,8 +96,8 @@ def _settle(estimator: Estimator, workload: Workload, est: Estimate, gpus: int, 
             return _estimate(estimator, w, gpu, count, s)
 
         # The product's estimator tells tight recipes by their memory alone (``memory_figures``).
-        own = inspect.unwrap(estimator) is default_estimator()
-        better = safer(call, workload, est, used, sharding, margin, memory_figures if own else None)
+        figures = memory_figures if is_product_estimator(estimator) else None
+        better = safer(call, workload, est, used, sharding, margin, figures)
         if better is not None:
             est = better
         elif margin is not None:

@@ -9,9 +9,10 @@ import pytest
 
 from optimizer import plan as plan_mod
 from optimizer.candidates import CostAssumptions, bounds
+from optimizer.candidates.estimator import is_product_estimator
 from optimizer.estimator.estimate import estimate
 from optimizer.estimator.workload import Constraints
-from optimizer.plan import RENTALS_PER_JOB, PlanJobInput, _floors_apply, _prepare, plan
+from optimizer.plan import RENTALS_PER_JOB, PlanJobInput, _prepare, plan
 from tests.unit.plan_workloads import DEADLINES, WORKLOADS, bundled, served_offers
 
 JOBS = [
@@ -102,6 +103,6 @@ def test_floors_apply_to_the_product_estimator_and_its_declared_wrappers() -> No
     def guarded(*a, **kw):  # type: ignore[no-untyped-def]
         return estimate(*a, **kw)
 
-    assert _floors_apply(estimate)
-    assert _floors_apply(guarded)
-    assert not _floors_apply(lambda *a, **kw: estimate(*a, **kw))
+    assert is_product_estimator(estimate)
+    assert is_product_estimator(guarded)
+    assert not is_product_estimator(lambda *a, **kw: estimate(*a, **kw))
