@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from optimizer.estimator.memo import LruMemo
 from optimizer.offer import HOURS_PER_MONTH, Commitment, Offer
 
 
@@ -101,8 +102,23 @@ def _offer_key(provider: str, region: str | None, zone: str | None, instance_typ
     return (provider, region or "", zone or "", instance_type)
 
 
+# The index of one shared offer list (``offer_groups.OfferList``, never changed), kept per list object
+# as ``quotas.vcpus_lookup`` keeps its table: a quote shows a dozen options but its list holds
+# thousands of offers, and walking them all took 1.6 % of a quote for a new token count. Keyed by
+# the list's id; each entry holds the list, so the id cannot belong to another object while it lives.
+_INDEXES: LruMemo[int, tuple[list[Offer], dict[tuple[str, str, str, str], Offer]]] = LruMemo(64)
+
+
 def offers_by_key(offers: Iterable[Offer]) -> dict[tuple[str, str, str, str], Offer]:
-    return {_offer_key(o.provider, o.region, o.zone, o.instance_type): o for o in offers if o.commitments}
+    """The offers with commitments, by (provider, region, zone, instance type)."""
+    from optimizer.candidates.offer_groups import OfferList
+
+    def index() -> dict[tuple[str, str, str, str], Offer]:
+        return {_offer_key(o.provider, o.region, o.zone, o.instance_type): o for o in offers if o.commitments}
+
+    if isinstance(offers, OfferList):
+        return _INDEXES.get_or_compute(id(offers), lambda: (offers, index()))[1]
+    return index()
 
 
 def with_commitments(options: Sequence[Any], offers: Iterable[Offer]) -> None:

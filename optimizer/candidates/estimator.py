@@ -23,6 +23,9 @@ Estimator = Callable[[Workload, str, int, "str | None"], Estimate]
 ShardingChoices = Callable[[str, int], list[str]]
 
 
+# Looked up once, then kept: option generation asks for it per configuration and per settled
+# estimate (a function-level import each time was 0.6 % of a quote for a new token count).
+@lru_cache(maxsize=1)
 def default_estimator() -> Estimator:
     """The product's estimator; it memoises its own results (estimates are pure)."""
     from optimizer.estimator.estimate import estimate
@@ -34,9 +37,11 @@ def is_product_estimator(estimator: Estimator) -> bool:
     """Whether ``estimator`` is the product's, or a wrapper declaring it with ``functools.wraps``
     (which passes its estimates through): what is derived from its formulas without calling it (the
     plan's cost floors, kept configurations, the headroom search's memory figures) holds for it."""
-    return inspect.unwrap(estimator) is default_estimator()
+    product = default_estimator()
+    return estimator is product or inspect.unwrap(estimator) is product
 
 
+@lru_cache(maxsize=1)
 def default_shardings() -> ShardingChoices:
     from optimizer.estimator.estimate import resolve_sharding
 

@@ -1,5 +1,6 @@
 """What is kept per shared offer list (``offer_groups.OfferList``): the groups a filter makes
-(``candidates.cloud._filter_offers``) and the vCPUs per instance (``quotas.vcpus_lookup``). A
+(``candidates.cloud._filter_offers``), the vCPUs per instance (``quotas.vcpus_lookup``) and the
+offers with commitments by key (``commitments.offers_by_key``). A
 quote on a view asked for before is the same as one computed with nothing kept; lists that are
 not an ``OfferList`` are computed each time; an ``OfferList`` cannot be changed in place."""
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from optimizer import quotas
+from optimizer import commitments, quotas
 from optimizer.candidates import cloud
 from optimizer.candidates.offer_groups import OfferList
 from optimizer.candidates.rejections import RejectionTally
@@ -38,11 +39,14 @@ def test_a_quote_on_a_view_asked_before_is_the_quote_computed_afresh(constraints
     w = Workload(model="qwen2.5-0.5b", method="lora", tokens=2e7)
     cloud._FILTERED.clear()
     quotas._VCPUS.clear()
+    commitments._INDEXES.clear()
     first = _quote(w, constraints)
     assert cloud._FILTERED and quotas._VCPUS  # kept: the view is an OfferList
+    assert commitments._INDEXES  # every quote reads its options' commitments
     again = _quote(w.model_copy(update={"tokens": 3e7}), constraints)
     cloud._FILTERED.clear()
     quotas._VCPUS.clear()
+    commitments._INDEXES.clear()
     afresh = _quote(w.model_copy(update={"tokens": 3e7}), constraints)
     assert again == afresh
     assert first["rejected"] == _quote(w, constraints)["rejected"]
@@ -98,3 +102,22 @@ def test_a_groups_offer_tables_are_made_once_and_equal_fresh_ones() -> None:
             spot_priced += sum(len(rows) for (s, *_), rows in kept.priced.items() if s)
         assert not g.offer_tables(False).rates and not any(s for s, *_ in g.offer_tables(False).priced)
     assert spot_priced > 0  # the catalog has spot prices: the spot tables were compared on rows
+
+
+def test_the_commitment_index_is_kept_per_list_and_equals_a_fresh_one() -> None:
+    """``offers_by_key`` of an ``OfferList`` is made once per list; a plain list (which may change
+    between calls) is indexed each time; both hold the same offers, every one with commitments."""
+    view = served_offers(Constraints(allow_spot=True))
+    commitments._INDEXES.clear()
+    kept = commitments.offers_by_key(view)
+    assert commitments.offers_by_key(view) is kept
+    plain = list(view)
+    fresh = commitments.offers_by_key(plain)
+    assert fresh is not kept and commitments.offers_by_key(plain) is not fresh
+    assert fresh == kept
+    with_terms = [o for o in view if o.commitments]
+    assert with_terms and len(kept) <= len(with_terms)
+    assert all(o.commitments for o in kept.values())
+    assert all(kept[(o.provider, o.region or "", o.zone or "", o.instance_type)] in with_terms for o in with_terms)
+    other = served_offers(Constraints())  # another view: another list, another index
+    assert other is not view and commitments.offers_by_key(other) is not kept
