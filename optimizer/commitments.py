@@ -110,7 +110,8 @@ _INDEXES: LruMemo[int, tuple[list[Offer], dict[tuple[str, str, str, str], Offer]
 
 
 def offers_by_key(offers: Iterable[Offer]) -> dict[tuple[str, str, str, str], Offer]:
-    """The offers with commitments, by (provider, region, zone, instance type)."""
+    """The offers with commitments, by (provider, region, zone, instance type). The index of an
+    ``OfferList`` is shared by every caller: read it, never change it."""
     from optimizer.candidates.offer_groups import OfferList
 
     def index() -> dict[tuple[str, str, str, str], Offer]:
