@@ -13,8 +13,14 @@ in one process after one warm-up quote, the kinds taken in turn (one of each, th
 Then profiles ``--profile`` quotes of one kind (``--kind``, default ``tokens``) with cProfile and
 prints the functions with the most cumulative and own time.
 
+``--collector served`` (the default) handles the cycle collector as ``gpucost serve`` does
+(``service.api.heap``: young collections every 10,000 allocations, the heap frozen at the end of
+every request), so the figures and the profile are what a served quote pays. ``default`` leaves
+CPython's settings: collections then walk the long-lived memos and land on whichever line
+allocates (a scratch profile put 4.4 % of new-model quotes in ``ranges._combine`` that way).
+
 Run: .venv/bin/python bench/cold_quote_profile.py [--runs 15] [--kind model] [--top 30]
-         [--skypilot-catalog ../shared/reference/skypilot-catalog]
+         [--collector served|default] [--skypilot-catalog ../shared/reference/skypilot-catalog]
 """
 
 from __future__ import annotations
@@ -74,13 +80,26 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--skypilot-catalog", type=Path,
                     help="also import this SkyPilot catalog folder (the store bench/vs_skypilot.py quotes on)")
+    ap.add_argument("--collector", choices=("served", "default"), default="served",
+                    help="the cycle collector as gpucost serve runs it, or CPython's defaults")
     args = ap.parse_args()
     store = bench_store("gpucost-profile-", args.skypilot_catalog)
     from service.answers import quote_answer
+    from service.api import heap
     from service.schemas import QuoteRequest
 
+    served = args.collector == "served"
+    if served:
+        heap.keep_long_lived()
+
+    def answer(req: Any) -> None:
+        """One quote; served, the heap is frozen after it, as the server's middleware does."""
+        mark = heap.request_started()
+        quote_answer(req, store)
+        heap.request_ended(mark, 200)
+
     t = time.perf_counter()
-    quote_answer(QuoteRequest.model_validate(body("repeat")), store)
+    answer(QuoteRequest.model_validate(body("repeat")))
     print(f"first quote (store opened, offers pruned, estimates made): {time.perf_counter() - t:.2f} s")
 
     kinds = ("repeat", "tokens", "seq_len", "model")
@@ -89,12 +108,15 @@ def main() -> None:
     for _ in range(args.runs):
         for kind in kinds:
             req = QuoteRequest.model_validate(body(kind))
+            mark = heap.request_started()
             t = time.perf_counter()
             quote_answer(req, store)
             times[kind].append(time.perf_counter() - t)
+            heap.request_ended(mark, 200)
     p50 = {kind: statistics.median(times[kind]) for kind in kinds}
     catalog = "bundled catalog" + (" + SkyPilot's" if args.skypilot_catalog is not None else "")
-    print(f"in-process quote p50 of {args.runs}, unrestricted, {catalog}, {os.cpu_count()} CPUs, "
+    collector = "the collector as served" if served else "CPython's collector settings"
+    print(f"in-process quote p50 of {args.runs}, unrestricted, {catalog}, {collector}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}:")
     for kind, s in p50.items():
         print(f"  {kind:8} {s * 1e3:8.1f} ms  (x{s / p50['repeat']:.1f} the repeated question)")
@@ -102,7 +124,7 @@ def main() -> None:
     prof = cProfile.Profile()
     prof.enable()
     for req in reqs:
-        quote_answer(req, store)
+        answer(req)
     prof.disable()
     print(f"\ncProfile of {args.profile} '{args.kind}' quotes (profiling slows each call):")
     stats = pstats.Stats(prof, stream=sys.stdout)
