@@ -92,27 +92,24 @@ def main() -> None:
     if served:
         heap.keep_long_lived()
 
-    def answer(req: Any) -> None:
-        """One quote; served, the heap is frozen after it, as the server's middleware does."""
+    def answer(req: Any) -> float:
+        """One quote's seconds; served, the heap is then frozen (untimed), as the server's middleware does."""
         mark = heap.request_started()
+        t = time.perf_counter()
         quote_answer(req, store)
+        seconds = time.perf_counter() - t
         heap.request_ended(mark, 200)
+        return seconds
 
-    t = time.perf_counter()
-    answer(QuoteRequest.model_validate(body("repeat")))
-    print(f"first quote (store opened, offers pruned, estimates made): {time.perf_counter() - t:.2f} s")
+    first = answer(QuoteRequest.model_validate(body("repeat")))
+    print(f"first quote (store opened, offers pruned, estimates made): {first:.2f} s")
 
     kinds = ("repeat", "tokens", "seq_len", "model")
     times: dict[str, list[float]] = {kind: [] for kind in kinds}
     # Round robin over the kinds, so a change in the machine's load shifts all of them alike.
     for _ in range(args.runs):
         for kind in kinds:
-            req = QuoteRequest.model_validate(body(kind))
-            mark = heap.request_started()
-            t = time.perf_counter()
-            quote_answer(req, store)
-            times[kind].append(time.perf_counter() - t)
-            heap.request_ended(mark, 200)
+            times[kind].append(answer(QuoteRequest.model_validate(body(kind))))
     p50 = {kind: statistics.median(times[kind]) for kind in kinds}
     catalog = "bundled catalog" + (" + SkyPilot's" if args.skypilot_catalog is not None else "")
     collector = "the collector as served" if served else "CPython's collector settings"

@@ -102,24 +102,21 @@ def _offer_key(provider: str, region: str | None, zone: str | None, instance_typ
     return (provider, region or "", zone or "", instance_type)
 
 
-# The index of one shared offer list (``offer_groups.OfferList``, never changed), kept per list object
-# as ``quotas.vcpus_lookup`` keeps its table: a quote shows a dozen options but its list holds
-# thousands of offers, and walking them all took 1.6 % of a quote for a new token count. Keyed by
-# the list's id; each entry holds the list, so the id cannot belong to another object while it lives.
+# The index of one shared offer list, kept per list object (``offer_groups.kept_per_list``): a quote
+# shows a dozen options but its list holds thousands of offers, and walking them all took 1.6 % of
+# a quote for a new token count.
 _INDEXES: LruMemo[int, tuple[list[Offer], dict[tuple[str, str, str, str], Offer]]] = LruMemo(64)
 
 
 def offers_by_key(offers: Iterable[Offer]) -> dict[tuple[str, str, str, str], Offer]:
     """The offers with commitments, by (provider, region, zone, instance type). The index of an
     ``OfferList`` is shared by every caller: read it, never change it."""
-    from optimizer.candidates.offer_groups import OfferList
+    from optimizer.candidates.offer_groups import kept_per_list
 
     def index() -> dict[tuple[str, str, str, str], Offer]:
         return {_offer_key(o.provider, o.region, o.zone, o.instance_type): o for o in offers if o.commitments}
 
-    if isinstance(offers, OfferList):
-        return _INDEXES.get_or_compute(id(offers), lambda: (offers, index()))[1]
-    return index()
+    return kept_per_list(_INDEXES, offers, index)
 
 
 def with_commitments(options: Sequence[Any], offers: Iterable[Offer]) -> None:

@@ -180,15 +180,14 @@ def short_reason(detail: Mapping[str, Any]) -> str:
 VcpusOf = Callable[[str, str | None, str], float | None]
 
 
-# The table of one shared offer list (``offer_groups.OfferList``, never changed), kept per list
-# object: a quote on a view asked for before builds none. Keyed by the list's id; each entry holds
-# the list, so the id cannot belong to another object while the entry lives.
+# The table of one shared offer list, kept per list object (``offer_groups.kept_per_list``): a quote
+# on a view asked for before builds none.
 _VCPUS: LruMemo[int, tuple[list[Any], dict[tuple[str, str | None, str], float]]] = LruMemo(64)
 
 
 def vcpus_lookup(offers: Iterable[Any]) -> VcpusOf:
     """(provider, region, instance type) -> vCPUs of the offers a decision saw."""
-    from optimizer.candidates.offer_groups import OfferList
+    from optimizer.candidates.offer_groups import kept_per_list
 
     def index() -> dict[tuple[str, str | None, str], float]:
         table: dict[tuple[str, str | None, str], float] = {}
@@ -197,10 +196,7 @@ def vcpus_lookup(offers: Iterable[Any]) -> VcpusOf:
                 table.setdefault((o.provider.lower(), o.region, o.instance_type), o.vcpus)
         return table
 
-    if isinstance(offers, OfferList):
-        table = _VCPUS.get_or_compute(id(offers), lambda: (offers, index()))[1]
-    else:
-        table = index()
+    table = kept_per_list(_VCPUS, offers, index)
     return lambda provider, region, itype: table.get((provider.lower(), region, itype))
 
 

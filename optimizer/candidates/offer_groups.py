@@ -42,11 +42,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from optimizer.candidates.commitment_cover import Terms, covers, sort_rate, terms_of
 from optimizer.candidates.estimator import _canonical
 from optimizer.candidates.rejections import EXCLUDED, NO_PRICE
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints
 from optimizer.offer import Offer
 from optimizer.price_warnings import price_screen, usual_levels
@@ -99,7 +100,8 @@ class OfferList(list[Offer]):
 
     Shared by every request that reads the snapshot, and never changed once made: what is derived
     from one (the groups a filter makes, ``candidates.cloud._filter_offers``; the vCPUs per instance,
-    ``quotas.vcpus_lookup``) is kept per list object. Changing one in place raises."""
+    ``quotas.vcpus_lookup``, and the offers with commitments, ``commitments.offers_by_key``, both
+    through ``kept_per_list``) is kept per list object. Changing one in place raises."""
 
     def __init__(self, offers: Iterable[Offer] = ()) -> None:
         super().__init__(offers)
@@ -132,6 +134,19 @@ def _offer_list(offers: list[Offer], state: dict[str, Any]) -> OfferList:
     out = OfferList(offers)
     out.__dict__.update(state)
     return out
+
+
+T = TypeVar("T")
+
+
+def kept_per_list(memo: LruMemo[int, tuple[list[Offer], T]], offers: Iterable[Offer], make: Callable[[], T]) -> T:
+    """``make()``, a figure derived from all of ``offers``: kept in ``memo`` when they are an
+    ``OfferList`` (never changed), made each time from any other iterable (which may change between
+    calls). Keyed by the list's id; each entry holds the list, so the id cannot belong to another
+    object while the entry lives. What is kept is shared by every caller: read it, never change it."""
+    if isinstance(offers, OfferList):
+        return memo.get_or_compute(id(offers), lambda: (offers, make()))[1]
+    return make()
 
 
 @dataclass(frozen=True, slots=True)
