@@ -29,6 +29,7 @@ from optimizer.candidates.estimator import host_share, job_ram_gb
 from optimizer.estimator.amounts import (
     BASIS_KEY,
     AmountBasis,
+    AmountInputs,
     amount_inputs,
     amount_kind,
     same_amount,
@@ -41,6 +42,8 @@ from optimizer.estimator.throughput import RunTerms, run_hours
 from optimizer.estimator.workload import Workload
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from optimizer.results import Estimate
 
 C = TypeVar("C")
@@ -148,15 +151,10 @@ class KeptMoves(Generic[C]):
         out = []
         gpn, setup_hours = self._gpus_per_node, self._setup_hours
         for b in bases:
-            a = amount_inputs(b.basis.shape, w)
-            t = b.terms
-            ram_parts, disk_parts = with_dataset(b.ram_parts_gb, b.disk_parts_gb, a.cache_gb, a.raw_gb)
-            # As ``amounts.hours_at`` computes an estimate's hours and ``estimator.job_host`` reads its
-            # setup (the hours' ``setup_hours`` part).
-            out.append(config_figures(
-                shown_hours(run_hours(a.tokens, t)[0]), t.setup_hours, job_ram_gb(ram_parts, b.gpu_count),
-                disk_total_gb(disk_parts), gpn, b.total_gpus, setup_hours,
-            ))
+            hours, ram, disk = job_figures(b.terms, b.ram_parts_gb, b.disk_parts_gb, b.gpu_count,
+                                           amount_inputs(b.basis.shape, w))
+            # ``estimator.job_host`` reads the setup as the hours' ``setup_hours`` part.
+            out.append(config_figures(hours, b.terms.setup_hours, ram, disk, gpn, b.total_gpus, setup_hours))
         return out
 
     def at(self, w: Workload) -> list[C] | None:
@@ -182,6 +180,28 @@ class KeptMoves(Generic[C]):
             values[i0], values[i1], values[i2], values[i3] = f0, f1, f2, f3
             cfgs[b.index] = type(cfgs[b.index])(*values)
         return cfgs
+
+
+def job_figures(
+    terms: RunTerms, ram_parts_gb: dict[str, float], disk_parts_gb: dict[str, float], gpu_count: int,
+    a: AmountInputs,
+) -> tuple[float, float, float]:
+    """A kept estimate's figures for the amount ``a``, without making the estimate: its hours (as
+    ``amounts.hours_at`` computes them), the RAM the job uses on one node (``estimator.job_host``,
+    from the parts ``host.with_dataset`` gives) and its disk (``HostNeeds.disk_gb``). ``terms``,
+    the parts and ``gpu_count`` are the estimate's own (``amounts.terms_of``, its details)."""
+    ram_parts, disk_parts = with_dataset(ram_parts_gb, disk_parts_gb, a.cache_gb, a.raw_gb)
+    return shown_hours(run_hours(a.tokens, terms)[0]), job_ram_gb(ram_parts, gpu_count), disk_total_gb(disk_parts)
+
+
+def take_read(memo: dict[Any, Estimate | str], read: Iterable[tuple[Any, Estimate | str]], w: Workload) -> None:
+    """Put the estimates a kept entry read (at its own amount) into a request's ``memo`` for ``w``,
+    where it lacks them, so what the request reports it estimated is what computing it cold reads.
+    A ``MovingMemo`` for ``w`` takes them as they are and moves one when it is read."""
+    lazy = isinstance(memo, MovingMemo) and memo.workload is w
+    for k, est in read:
+        if k not in memo:
+            memo[k] = est if lazy else moved_estimate(est, w)
 
 
 def moved_estimate(est: Estimate | str, w: Workload) -> Estimate | str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from optimizer import costs, spot_risk
-from optimizer.candidates.amounts import KeptMoves, MovingMemo, amount_key, moved_estimate
+from optimizer.candidates.amounts import KeptMoves, amount_key, take_read
 from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.estimator import (
     Estimator,
@@ -27,10 +27,9 @@ from optimizer.candidates.estimator import (
     _canonical,
     _estimate,
     _wanted_gpus,
-    default_shardings,
     host_share,
-    is_product_estimator,
     job_host,
+    kept_across_requests,
     whole_gpus,
 )
 from optimizer.candidates.feeding import host_feed
@@ -231,10 +230,6 @@ _KeptConfigs = tuple[
 _CONFIGS: LruMemo[tuple[object, ...], _KeptConfigs] = LruMemo(CONFIGS_MEMO_SIZE)
 
 
-def _reusable(estimator: Estimator, shardings: ShardingChoices) -> bool:
-    return is_product_estimator(estimator) and shardings is default_shardings()
-
-
 def _kept(
     key: tuple[object, ...], make: Callable[[_Memo], list[_Config]], memo: _Memo,
     workload: Workload, gpus_per_node: float, setup_hours: float | None,
@@ -252,11 +247,7 @@ def _kept(
     moved = cfgs if amount == workload.amount() else moves.at(workload)
     if moved is None:  # these configurations do not move between amounts
         return make(memo)
-    # A ``MovingMemo`` moves an estimate when it is read; a plain one takes them moved.
-    lazy = isinstance(memo, MovingMemo) and memo.workload is workload
-    for k, est in read:
-        if k not in memo:
-            memo[k] = est if lazy else moved_estimate(est, workload)
+    take_read(memo, read, workload)
     return moved
 
 
@@ -578,7 +569,7 @@ def cloud_candidates(
     feasible_offers = 0
     pricings: list[Pricing] = ["on_demand", "spot"] if constraints.allow_spot else ["on_demand"]
     so = spot_risk.SpotOptions.of(constraints)
-    reuse = _reusable(estimator, shardings)
+    reuse = kept_across_requests(estimator, shardings)
     # What the groups' configurations are kept under: the workload without its amount (the same for all).
     kept_as = amount_key(workload) if reuse else None
 

@@ -48,6 +48,13 @@ def default_shardings() -> ShardingChoices:
     return resolve_sharding
 
 
+def kept_across_requests(estimator: Estimator, shardings: ShardingChoices) -> bool:
+    """Whether what option generation makes of ``estimator``'s estimates may be kept across
+    requests and moved to another amount of training (the cloud groups' configurations, the local
+    builds' sizes): with the product's estimator and sharding choices only."""
+    return is_product_estimator(estimator) and shardings is default_shardings()
+
+
 @lru_cache(maxsize=4096)
 def _canonical(name: str) -> str | None:
     return find_gpu(name)

@@ -5,17 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from optimizer import costs
-from optimizer.candidates.batch import cannot_keep, data_parallel_width
-from optimizer.candidates.estimator import (
-    Estimator,
-    ShardingChoices,
-    _canonical,
-    _estimate,
-    _wanted_gpus,
-    job_host,
-)
+from optimizer.candidates.estimator import Estimator, JobHost, ShardingChoices, _canonical, _wanted_gpus
 from optimizer.candidates.feeding import host_feed
-from optimizer.candidates.fitting import settle
+from optimizer.candidates.local_sizes import sizes_at
 from optimizer.candidates.rejections import (
     EXCLUDED,
     LATE,
@@ -24,7 +16,6 @@ from optimizer.candidates.rejections import (
     NO_MACHINE_HOURS,
     NO_VRAM,
     OVER_BUDGET,
-    TOO_MANY_GPUS,
     UNKNOWN_GPU,
     UNSUPPORTED,
     RejectionTally,
@@ -70,73 +61,44 @@ def local_candidates(
             continue
         reason: str | None = None
         found = False
-        for units in range(1, assumptions.max_local_units + 1):
-            total = b.gpu_count * units
-            if total > max_gpus:
-                reason = _deeper(reason, TOO_MANY_GPUS)
-                break
-            # The GPUs that train: all, or those dividing the global batch (the others idle).
-            used = data_parallel_width(workload.global_batch_size, total)
-            if used is None:
-                reason = _deeper(reason, cannot_keep(workload.global_batch_size, total))
+        walked = sizes_at(workload, gpu, b.gpu_count, max_gpus=max_gpus, max_units=assumptions.max_local_units,
+                          margin=constraints.safety_margin, estimator=estimator, shardings=shardings, memo=memo)
+        for size, hours, host in walked:
+            est = size.est
+            if est is None or host is None:
+                reason = _deeper(reason, size.reason or UNSUPPORTED)
                 continue
-            fitted_here = False
-            for sharding in _local_sharding_calls(workload, used, units, shardings):
-                if fitted_here and workload.sharding == "auto":
-                    break  # ``auto`` takes the lightest scheme that fits: DDP, then ZeRO-2, then ZeRO-3
-                key = (gpu, used, sharding)
-                est = memo.get(key)
-                if est is None:
-                    est = memo[key] = _estimate(estimator, workload, gpu, used, sharding)
-                if isinstance(est, str):
-                    reason = _deeper(reason, est)
-                    continue
-                settled = settle(estimator, workload, est, gpus=total, used=used, sharding=sharding,
-                                 margin=constraints.safety_margin, across_amounts=True)
-                if settled.est is None:
-                    reason = _deeper(reason, settled.reason or UNSUPPORTED)
-                    continue
-                est = settled.est
-                fitted_here = est.fits
-                notes = settled.warnings
-                fed = _fed(b, gpu, est, units, workload.image_size) if assumptions.strict_host and est.fits else None
-                if fed is not None:  # a CPU-short build runs slower; below the 70 % floor it is rejected
-                    est, notes = fed[0], (*notes, fed[1])
-                r = _local_reason(b, est, units, constraints, assumptions.strict_host, cpu_fed=fed is not None)
-                if r is not None:
-                    reason = _deeper(reason, r)
-                    continue
-                cand = _local_candidate(b, gpu, est, units, runs, kwh, assumptions, notes)
-                if cand is None:
-                    reason = _deeper(reason, NO_MACHINE_HOURS)
-                    continue
-                # A budget caps the cash paid (machines and energy), not the cost net of resale.
-                if constraints.budget_usd is not None and cand.outlay_usd > constraints.budget_usd:
-                    reason = _deeper(reason, OVER_BUDGET)
-                    continue
-                out.append(cand)
-                found = True
+            units, notes = size.units, size.notes
+            fed = _fed(b, gpu, est, host, hours, units, workload.image_size) if assumptions.strict_host and est.fits \
+                else None
+            if fed is not None:  # a CPU-short build runs slower; below the 70 % floor it is rejected
+                hours, notes = fed[0], (*notes, fed[1])
+            r = _local_reason(b, est, host, hours, units, constraints, assumptions.strict_host, cpu_fed=fed is not None)
+            if r is not None:
+                reason = _deeper(reason, r)
+                continue
+            cand = _local_candidate(b, gpu, est, hours, units, runs, kwh, assumptions, notes)
+            if cand is None:
+                reason = _deeper(reason, NO_MACHINE_HOURS)
+                continue
+            # A budget caps the cash paid (machines and energy), not the cost net of resale.
+            if constraints.budget_usd is not None and cand.outlay_usd > constraints.budget_usd:
+                reason = _deeper(reason, OVER_BUDGET)
+                continue
+            out.append(cand)
+            found = True
         if not found:
             tally.add(reason or UNSUPPORTED, label)
     return out
 
 
-def _local_sharding_calls(
-    workload: Workload, total: int, units: int, shardings: ShardingChoices
-) -> list[str | None]:
-    """Machines at home talk over Ethernet: more units may split the batch (DDP, ZeRO-1/2) but are
-    not a way to shard one model that does not fit a single machine."""
-    if total <= 1:
-        return [None]
-    return [s for s in shardings(workload.sharding, total) if units == 1 or s not in ("zero3", "fsdp")]
-
-
-def _fed(b: LocalBuild, gpu: str, est: Estimate, units: int, image_size: int) -> tuple[Estimate, str] | None:
-    """``est`` on a build with fewer cores than a full feed wants: slowed to what they feed (or
-    unchanged with GPU JPEG decoding), with the note; None when the cores suffice or fall under the
-    70 % floor (then ``_local_reason`` rejects it for CPU)."""
+def _fed(b: LocalBuild, gpu: str, est: Estimate, host: JobHost, hours: float, units: int,
+         image_size: int) -> tuple[float, str] | None:
+    """The run's hours (``hours``: ``est``'s for the request's amount) on a build with fewer cores
+    than a full feed wants: slowed to what they feed (or unchanged with GPU JPEG decoding), with the
+    note; None when the cores suffice or fall under the 70 % floor (then ``_local_reason`` rejects
+    it for CPU). ``host``: ``job_host(est)`` for the request's amount."""
     share = b.gpu_count / min(b.gpu_count * units, 8)
-    host = job_host(est)
     need = host.cpu_cores * share
     if b.cpu_cores >= need:
         return None
@@ -144,48 +106,47 @@ def _fed(b: LocalBuild, gpu: str, est: Estimate, units: int, image_size: int) ->
     feed = host_feed(float(b.cpu_cores), need, images=images, gpu=gpu, image_size=image_size)
     if feed is None:
         return None
-    train = est.hours - host.setup_hours
-    slowed = est.model_copy(update={"hours": host.setup_hours + train / feed.busy_share})
-    return slowed, feed.note
+    train = hours - host.setup_hours
+    return host.setup_hours + train / feed.busy_share, feed.note
 
 
 def _local_reason(
-    b: LocalBuild, est: Estimate, units: int, constraints: Constraints, strict_host: bool = True,
-    cpu_fed: bool = False,
+    b: LocalBuild, est: Estimate, host: JobHost, hours: float, units: int, constraints: Constraints,
+    strict_host: bool = True, cpu_fed: bool = False,
 ) -> str | None:
-    """``cpu_fed``: the build's cores were found short but able to feed the GPUs (``_fed``)."""
+    """``host`` and ``hours``: the job's host needs and the run's hours for the request's amount;
+    ``cpu_fed``: the build's cores were found short but able to feed the GPUs (``_fed``)."""
     if not est.fits or est.memory_gb.total_per_gpu > b.gpu_vram_gb * GIB_PER_GB:
         return NO_VRAM
     # The estimator sizes one node of up to 8 GPUs; each unit is one node. The job's own needs
     # decide (the 32 GB / 8-core floors are advice for choosing parts, given by ``recommend``).
     share = b.gpu_count / min(b.gpu_count * units, 8)
-    host = job_host(est)
     if strict_host and b.ram_gb < host.ram_gb * share:
         return NO_HOST_RAM
     if strict_host and b.cpu_cores < host.cpu_cores * share and not cpu_fed:
         return NO_HOST_CPU
     deadline = constraints.deadline_hours
     # A machine not yet bought has to be delivered and assembled first.
-    if deadline is not None and est.hours + b.lead_time_days * 24 > deadline:
+    if deadline is not None and hours + b.lead_time_days * 24 > deadline:
         return LATE
     return None
 
 
 def _local_candidate(
-    b: LocalBuild, gpu: str, est: Estimate, units: int, runs: int, kwh: float | None, a: CostAssumptions,
-    warnings: tuple[str, ...] = (),
+    b: LocalBuild, gpu: str, est: Estimate, hours: float, units: int, runs: int, kwh: float | None,
+    a: CostAssumptions, warnings: tuple[str, ...] = (),
 ) -> Candidate | None:
-    """The purchase of as many machines as ``runs`` need within the time they are held; None when
-    that is more than ``a.max_machines``."""
+    """The purchase of as many machines as ``runs`` need within the time they are held (``hours``
+    each: ``est``'s for the request's amount); None when that is more than ``a.max_machines``."""
     usd_per_kwh = b.electricity_usd_per_kwh if kwh is None else kwh
     held = b.lifetime_months if a.held_months is None else a.held_months
-    sizing = costs.machines_needed(est.hours * runs * units, held, a.max_utilization, units)
+    sizing = costs.machines_needed(hours * runs * units, held, a.max_utilization, units)
     if sizing.machines > a.max_machines:
         return None
     bc = costs.buy_cost(
         b.price_usd,
         units,
-        est.hours,
+        hours,
         runs,
         load_power_w=b.load_power_w,
         idle_power_w=b.idle_power_w,
@@ -217,7 +178,7 @@ def _local_candidate(
         nodes=units,
         pricing="purchase",
         hourly_usd=costs.energy_cost_usd(1.0, b.load_power_w, usd_per_kwh, a.psu_efficiency) * units,
-        hours=est.hours,
+        hours=hours,
         fixed_usd=bc.capex_usd - bc.resale_usd,
         cost_per_run_usd=bc.energy_per_run_usd + idle_per_run,
         runs=runs,

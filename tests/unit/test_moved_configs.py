@@ -122,22 +122,31 @@ def test_an_entry_whose_figures_the_move_does_not_reproduce_is_not_moved() -> No
     assert set(MOVED_FIELDS) <= {f.name for f in dataclasses.fields(cfgs[live])}
 
 
-@pytest.mark.parametrize("margin", [None, 0.15])
+# Local builds under a safety margin, and under a deadline and a budget (rejections that follow the
+# moved hours: a build's lead time plus the run, the cash for energy and machines).
+LOCAL_CONSTRAINTS = {
+    "plain": Constraints(),
+    "margin": Constraints(safety_margin=0.15),
+    "deadline-budget": Constraints(deadline_hours=24 * 9, budget_usd=2500.0),
+}
+
+
+@pytest.mark.parametrize("name", list(LOCAL_CONSTRAINTS))
 @pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
 def test_local_options_after_another_amount_are_the_cold_ones(
-    w: Workload, margin: float | None, monkeypatch: pytest.MonkeyPatch
+    w: Workload, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What ``settle`` chose for the local builds (headroom, idle GPUs) is kept across amounts of
-    training (``candidates.fitting``): the options and rejections for an amount are the same
-    whether computed cold or right after another amount, and the second computes no headroom
-    search again."""
-    from optimizer.candidates import fitting, headroom
+    """A local build's sizes (units, sharding, what ``settle`` chose) are kept across amounts of
+    training (``candidates.local_sizes``): the options and rejections for an amount are the same
+    whether computed cold or right after another amount, and the second walks no build's sizes,
+    searches no headroom and moves no estimate again."""
+    from optimizer.candidates import amounts, fitting, local_sizes
     from optimizer.candidates.amounts import MovingMemo
     from optimizer.candidates.local import local_candidates
     from tests.unit.plan_workloads import bundled
 
     builds = bundled()[1]
-    c = Constraints(safety_margin=margin)
+    c = LOCAL_CONSTRAINTS[name]
 
     def local(wl: Workload) -> tuple[list[Any], dict[str, int], list[Any]]:
         tally, memo = RejectionTally(), MovingMemo(wl)
@@ -145,23 +154,71 @@ def test_local_options_after_another_amount_are_the_cold_ones(
                                assumptions=CostAssumptions(), tally=tally, memo=memo)
         return got, dict(tally.counts), sorted(memo)
 
-    searched: list[int] = []
-    real_safer = headroom.safer
+    again_calls: list[str] = []
 
-    def counted(*args: Any, **kw: Any) -> Any:
-        searched.append(1)
-        return real_safer(*args, **kw)
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kw: Any) -> Any:
+            again_calls.append(name)
+            return real(*args, **kw)
 
+        return call
+
+    changed = 0
     for factor in (0.6, 45.0):
         other = _scaled(w, factor)
         clear_cache()
         cold = local(other)
         clear_cache()
-        local(w)
+        before = local(w)
         with monkeypatch.context() as m:
-            m.setattr(fitting, "safer", counted)
-            searched.clear()
+            for mod, attr in ((fitting, "safer"), (local_sizes, "sizes"), (amounts, "moved_to_amount")):
+                m.setattr(mod, attr, counted(attr, getattr(mod, attr)))
+            again_calls.clear()
             again = local(other)
         assert again == cold
-        assert not searched
+        assert not again_calls
+        changed += [x.hours for x in again[0]] != [x.hours for x in before[0]]
+    clear_cache()
+    # The grid compares moved hours wherever a build takes the job at all.
+    assert changed == 2 or not cold[0]
+
+
+def test_local_sizes_whose_figures_the_move_does_not_reproduce_are_not_moved() -> None:
+    """Kept sizes whose hours are not what their estimate's basis gives (as if the estimator and the
+    move had drifted apart) are refused, and the options are made anew: still the cold ones."""
+    from optimizer.candidates import local_sizes
+    from optimizer.candidates.amounts import MovingMemo
+    from optimizer.candidates.local import local_candidates
+    from tests.unit.plan_workloads import bundled
+
+    builds = bundled()[1]
+    w = Workload(model="qwen2.5-0.5b", method="lora", tokens=2e7)
+    other = _scaled(w, 3.0)
+    kw = {"max_gpus": MAX_TOTAL_GPUS, "max_units": CostAssumptions().max_local_units, "margin": None,
+          "estimator": default_estimator(), "shardings": default_shardings()}
+    clear_cache()
+    made = local_sizes.sizes(w, "RTX4090", 1, memo={}, **kw)
+    live = next(i for i, s in enumerate(made) if s.est is not None)
+    assert local_sizes.KeptSizes(made, {}, w).at(other) is not None
+    off = list(made)
+    est = made[live].est
+    assert est is not None
+    off[live] = dataclasses.replace(made[live], est=est.model_copy(update={"hours": est.hours * 1.001}))
+    assert local_sizes.KeptSizes(off, {}, w).at(other) is None
+
+    def options(wl: Workload) -> list[Any]:
+        return local_candidates(wl, Constraints(), builds, runs=1, estimator=default_estimator(),
+                                shardings=default_shardings(), assumptions=CostAssumptions(), tally=RejectionTally(),
+                                memo=MovingMemo(wl))
+
+    clear_cache()
+    cold = options(other)
+    clear_cache()
+    options(w)
+    for key in list(local_sizes._SIZES._data):  # every kept entry as if its move had drifted
+        entry = local_sizes._SIZES._data[key]
+        local_sizes._SIZES._data[key] = local_sizes.KeptSizes(
+            [dataclasses.replace(s, est=s.est.model_copy(update={"hours": s.est.hours * 1.001}))
+             if s.est is not None else s for s in entry.sizes], dict(entry.read), entry.kept)
+    assert options(other) == cold
     clear_cache()
