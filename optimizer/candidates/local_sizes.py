@@ -52,10 +52,12 @@ class Size:
 
 def sizes(
     workload: Workload, gpu: str, gpu_count: int, *, max_gpus: int, max_units: int, margin: float | None,
-    estimator: Estimator, shardings: ShardingChoices, memo: _Memo,
+    estimator: Estimator, shardings: ShardingChoices, memo: _Memo, read: _Memo | None = None,
 ) -> list[Size]:
     """A build of ``gpu_count`` x ``gpu`` per machine at 1 to ``max_units`` machines, each under the
-    shardings a local cluster may use (``local_shardings``), in the order they are tried."""
+    shardings a local cluster may use (``local_shardings``), in the order they are tried. Estimates
+    come from the request's ``memo`` (the cloud groups' estimates of the same card and count) or
+    go into it; ``read``: also every estimate read, by key."""
     out: list[Size] = []
     batch = workload.global_batch_size
     for units in range(1, max_units + 1):
@@ -76,6 +78,8 @@ def sizes(
             est = memo.get(key)
             if est is None:
                 est = memo[key] = _estimate(estimator, workload, gpu, used, sharding)
+            if read is not None:
+                read[key] = est
             if isinstance(est, str):
                 out.append(Size(units, est))
                 continue
@@ -182,15 +186,15 @@ def sizes_at(
     request kept for the workload without its amount, moved, when the product's estimator makes
     them; the estimates they read go into ``memo`` either way."""
 
-    def make(m: _Memo) -> list[Size]:
+    def make(read: _Memo | None = None) -> list[Size]:
         return sizes(workload, gpu, gpu_count, max_gpus=max_gpus, max_units=max_units, margin=margin,
-                     estimator=estimator, shardings=shardings, memo=m)
+                     estimator=estimator, shardings=shardings, memo=memo, read=read)
 
-    def fresh(m: _Memo) -> list[tuple[Size, float, JobHost | None]]:
-        return [(s, s.est.hours if s.est is not None else 0.0, s.host) for s in make(m)]
+    def fresh() -> list[tuple[Size, float, JobHost | None]]:
+        return [(s, s.est.hours if s.est is not None else 0.0, s.host) for s in make()]
 
     if not kept_across_requests(estimator, shardings):
-        return fresh(memo)
+        return fresh()
 
     def compute() -> KeptSizes:
         read: _Memo = {}
@@ -199,6 +203,6 @@ def sizes_at(
     kept = _SIZES.get_or_compute((amount_key(workload), gpu, gpu_count, max_gpus, max_units, margin), compute)
     moved = kept.at(workload)
     if moved is None:  # these sizes do not move between amounts
-        return fresh(memo)
+        return fresh()
     take_read(memo, kept.read, workload)
     return moved
