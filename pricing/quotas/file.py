@@ -14,8 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from optimizer.errors import InvalidInput
 from optimizer.quotas import QuotaLimit
 
@@ -54,6 +52,8 @@ def parse_quota_text(text: str, path: str) -> list[QuotaLimit]:
                 break
         first_line = 2
     else:
+        import yaml  # only quota files in YAML need it; a quote without one never imports it
+
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:
