@@ -45,7 +45,10 @@ class CostAssumptions:
     idle_hours_per_run: float = costs.IDLE_HOURS_PER_RUN
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing assigns to it (changes go through ``dataclasses.replace``): a quote
+# makes some fifty, and a frozen dataclass's __init__ sets each of its 31 fields through
+# object.__setattr__. It was never hashable (``breakdown`` is a dict).
+@dataclass(slots=True)
 class Candidate:
     key: str
     kind: Literal["cloud", "local"]
