@@ -65,7 +65,7 @@ def local_candidates(
                           margin=constraints.safety_margin, estimator=estimator, shardings=shardings, memo=memo)
         for size, hours, host in walked:
             est = size.est
-            if est is None or host is None:
+            if est is None or hours is None or host is None:
                 reason = _deeper(reason, size.reason or UNSUPPORTED)
                 continue
             units, notes = size.units, size.notes

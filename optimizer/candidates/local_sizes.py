@@ -50,6 +50,15 @@ class Size:
     notes: tuple[str, ...] = ()
 
 
+# A size with the run's hours and the job's host for a request's amount (None: rejected whatever it is).
+Sized = tuple[Size, float | None, JobHost | None]
+
+
+def _as_made(made: list[Size]) -> list[Sized]:
+    """The sizes with their estimates' own hours: at the amount they were made for."""
+    return [(s, s.est.hours if s.est is not None else None, s.host) for s in made]
+
+
 def sizes(
     workload: Workload, gpu: str, gpu_count: int, *, max_gpus: int, max_units: int, margin: float | None,
     estimator: Estimator, shardings: ShardingChoices, memo: _Memo, read: _Memo | None = None,
@@ -154,20 +163,20 @@ class KeptSizes:
             out.append((hours, JobHost(ram, host.cpu_cores, host.setup_hours)))
         return out
 
-    def at(self, w: Workload) -> list[tuple[Size, float, JobHost | None]] | None:
+    def at(self, w: Workload) -> list[Sized] | None:
         """Each size with its hours and job host for ``w``'s amount (``w``: the kept workload but for
         its amount); None when the sizes do not move (``_prepare``)."""
+        out = _as_made(self.sizes)
         if w.amount() == self.kept.amount():
-            return [(s, s.est.hours if s.est is not None else 0.0, s.host) for s in self.sizes]
+            return out
         if not self._checked:
             self._moves = self._prepare()  # the same whichever thread sets it
             self._checked = True
         moves = self._moves
         if moves is None:
             return None
-        out = [(s, s.est.hours if s.est is not None else 0.0, s.host) for s in self.sizes]
         for m, (hours, host) in zip(moves, self._figures(moves, w), strict=True):
-            out[m.index] = (out[m.index][0], hours, host)
+            out[m.index] = (self.sizes[m.index], hours, host)
         return out
 
 
@@ -181,7 +190,7 @@ on_clear(_SIZES.clear)
 def sizes_at(
     workload: Workload, gpu: str, gpu_count: int, *, max_gpus: int, max_units: int, margin: float | None,
     estimator: Estimator, shardings: ShardingChoices, memo: _Memo,
-) -> list[tuple[Size, float, JobHost | None]]:
+) -> list[Sized]:
     """``sizes`` with each size's hours and job host for ``workload``'s amount: from what an earlier
     request kept for the workload without its amount, moved, when the product's estimator makes
     them; the estimates they read go into ``memo`` either way."""
@@ -190,11 +199,8 @@ def sizes_at(
         return sizes(workload, gpu, gpu_count, max_gpus=max_gpus, max_units=max_units, margin=margin,
                      estimator=estimator, shardings=shardings, memo=memo, read=read)
 
-    def fresh() -> list[tuple[Size, float, JobHost | None]]:
-        return [(s, s.est.hours if s.est is not None else 0.0, s.host) for s in make()]
-
     if not kept_across_requests(estimator, shardings):
-        return fresh()
+        return _as_made(make())
 
     def compute() -> KeptSizes:
         read: _Memo = {}
@@ -203,6 +209,6 @@ def sizes_at(
     kept = _SIZES.get_or_compute((amount_key(workload), gpu, gpu_count, max_gpus, max_units, margin), compute)
     moved = kept.at(workload)
     if moved is None:  # these sizes do not move between amounts
-        return fresh()
+        return _as_made(make())
     take_read(memo, kept.read, workload)
     return moved
