@@ -302,6 +302,7 @@ def _prepare(
     prune: bool = True,
     quota_book: QuotaBook | None = None,
     commitments: bool = True,
+    checkpoint: Callable[[], None] | None = None,
 ) -> _Prepared:
     out = _Prepared([], {}, {}, [])
     # constraints.respect_quotas: rentals one run of which the account cannot launch are dropped,
@@ -311,6 +312,8 @@ def _prepare(
     # The cost floors follow the product estimator's formulas.
     groups = OfferGroups.of(offers, constraints) if prune and is_product_estimator(estimator) else None
     for job in jobs:
+        if checkpoint is not None:
+            checkpoint()
         c = constraints.model_copy(update={"deadline_hours": job.deadline_hours, "budget_usd": None})
         cloud_c = c.model_copy(update={"include_local": False})
 
@@ -430,9 +433,13 @@ def plan(
     assumptions: CostAssumptions | None = None,
     commitments: bool = True,
     commitment_value_after_horizon: bool = False,
+    checkpoint: Callable[[], None] | None = None,
 ) -> PlanResult:
     """``commitments``: let the plan commit instances for a term where a rental offers terms;
-    ``commitment_value_after_horizon``: charge a term only for its months within the horizon."""
+    ``commitment_value_after_horizon``: charge a term only for its months within the horizon;
+    ``checkpoint``: called before each job's options are prepared, to stop a plan that has run out
+    of time (it raises). Options made from what earlier requests kept call no estimator, so a
+    guarded estimator alone would not stop a long plan of jobs that differ only in amount."""
     a = assumptions or CostAssumptions()
     est = estimator or default_estimator()
     t0 = time.perf_counter()
@@ -446,7 +453,7 @@ def plan(
     caps = plan_caps(book) if book is not None else None
     per_job = RENTALS_PER_JOB if quotas_gpu_hours or caps else 1
     prep = _prepare(job_inputs, constraints, offer_list, build_list, horizon_months, est, shardings, a, per_job,
-                    quota_book=book, commitments=commitments)
+                    quota_book=book, commitments=commitments, checkpoint=checkpoint)
     by_id = {b.id: b for b in build_list}
     used_builds = sorted({u.build for j in prep.jobs for u in j.builds})
     pbuilds = _portfolio_builds([by_id[i] for i in used_builds], horizon_months, a.held_months)

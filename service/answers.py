@@ -26,7 +26,7 @@ from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
 from optimizer.quotas import QuotaBook
 from optimizer.quote import DEFAULT_TIME_LIMIT_S, quote
 from pricing.electricity import resolve_usd_per_kwh
-from service.api.limits import guarded_estimator, solve_budget_s
+from service.api.limits import check_current, guarded_estimator, solve_budget_s
 from service.bills import quote_calibration, save_quote_run
 from service.schemas import (
     BreakevenRequest,
@@ -215,6 +215,7 @@ def plan_answer(req: PlanRequest, prices: Prices) -> PlanResult:
         commitments=req.allow_commitments,
         commitment_value_after_horizon=req.commitment_value_after_horizon,
         quota_book=_quota_book(prices),
+        checkpoint=check_current,
     )
 
 

@@ -92,8 +92,10 @@ def check_current() -> None:
 
 
 def guarded_estimator(base: Callable[..., T]) -> Callable[..., T]:
-    """``base`` that first checks the request's ticket: the estimator is called for every option
-    considered, so a request past its deadline stops within one estimate."""
+    """``base`` that first checks the request's ticket: a request past its deadline stops at its
+    next estimate. Options made from what earlier requests kept (``candidates.cloud._kept``,
+    ``candidates.local_sizes``) call no estimator, so a plan also checks before each job
+    (``plan(checkpoint=check_current)``)."""
     if _current.get() is None:
         return base
 
