@@ -106,3 +106,31 @@ def test_floors_apply_to_the_product_estimator_and_its_declared_wrappers() -> No
     assert is_product_estimator(estimate)
     assert is_product_estimator(guarded)
     assert not is_product_estimator(lambda *a, **kw: estimate(*a, **kw))
+
+
+def test_a_plan_checks_its_checkpoint_before_each_job_even_when_nothing_is_estimated() -> None:
+    """``plan(checkpoint=...)`` is called before each job and stops the plan when it raises, also when
+    every option comes from what earlier requests kept (no estimator call to check a deadline in)."""
+    _, builds = bundled()
+    c = Constraints()
+    jobs = [PlanJobInput(name=f"j{i}", workload=WORKLOADS[i % 2].model_copy(update={"tokens": 1e7 * (i + 1)}))
+            for i in range(6)]
+    plan(jobs[:2], 12, c, served_offers(c), builds)  # both workloads kept for other amounts
+    estimated: list[int] = []
+
+    def counted(*args, **kw):  # type: ignore[no-untyped-def]
+        estimated.append(1)
+        return estimate(*args, **kw)
+
+    checks: list[int] = []
+
+    def checkpoint() -> None:
+        checks.append(1)
+        if len(checks) == 4:
+            raise TimeoutError("past the request's time limit")
+
+    with pytest.raises(TimeoutError):
+        plan(jobs, 12, c, served_offers(c), builds, estimator=functools.wraps(estimate)(counted),
+             checkpoint=checkpoint)
+    assert len(checks) == 4  # jobs 0-2 prepared, stopped before job 3
+    assert not estimated  # nothing here would have reached a guarded estimator
