@@ -156,9 +156,9 @@ def test_local_options_after_another_amount_are_the_cold_ones(
 
     again_calls: list[str] = []
 
-    def counted(name: str, real: Any) -> Any:
+    def counted(label: str, real: Any) -> Any:
         def call(*args: Any, **kw: Any) -> Any:
-            again_calls.append(name)
+            again_calls.append(label)
             return real(*args, **kw)
 
         return call
