@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from optimizer.candidates.amount_rows import rows_for
 from optimizer.candidates.estimator import host_share, job_ram_gb
 from optimizer.estimator.amounts import (
-    BASIS_KEY,
     AmountBasis,
     AmountInputs,
     amount_inputs,
     amount_kind,
+    moving_parts,
     same_amount,
     shown_hours,
     terms_of,
@@ -127,13 +127,10 @@ class KeptMoves(Generic[C]):
             est: Estimate | None = getattr(c, "source", None)
             if est is None or getattr(c, "reason", None) is not None:
                 continue  # a rejection keeps its reason for any amount
-            basis = est.details.get(BASIS_KEY) if est.details else None
-            if not isinstance(basis, AmountBasis):
+            parts = moving_parts(est)
+            if parts is None:
                 continue  # not the estimator's model: nothing of it follows the amount
-            ram = est.details.get("host_ram_parts_gb")
-            disk = est.details.get("host_disk_parts_gb")
-            if not ram or not disk:
-                return None
+            basis, ram, disk = parts
             values = [getattr(c, f.name) for f in dataclasses.fields(c)]  # type: ignore[arg-type]
             bases.append(_Basis(i, values, basis, terms_of(basis), ram, disk, est.gpu_count,
                                 c.total_gpus))  # type: ignore[attr-defined]

@@ -28,7 +28,7 @@ from optimizer.candidates.estimator import (
 )
 from optimizer.candidates.fitting import settle
 from optimizer.candidates.rejections import TOO_MANY_GPUS, UNSUPPORTED
-from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, amount_inputs, terms_of
+from optimizer.estimator.amounts import AmountBasis, amount_inputs, moving_parts, terms_of
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.throughput import RunTerms
@@ -64,7 +64,7 @@ def sizes(
     estimator: Estimator, shardings: ShardingChoices, memo: _Memo, read: _Memo | None = None,
 ) -> list[Size]:
     """A build of ``gpu_count`` x ``gpu`` per machine at 1 to ``max_units`` machines, each under the
-    shardings a local cluster may use (``local_shardings``), in the order they are tried. Estimates
+    shardings a local cluster may use (``_local_shardings``), in the order they are tried. Estimates
     come from the request's ``memo`` (the cloud groups' estimates of the same card and count) or
     go into it; ``read``: also every estimate read, by key."""
     out: list[Size] = []
@@ -80,7 +80,7 @@ def sizes(
             out.append(Size(units, cannot_keep(batch, total)))
             continue
         fitted_here = False
-        for sharding in local_shardings(workload, used, units, shardings):
+        for sharding in _local_shardings(workload, used, units, shardings):
             if fitted_here and workload.sharding == "auto":
                 break  # ``auto`` takes the lightest scheme that fits: DDP, then ZeRO-2, then ZeRO-3
             key = (gpu, used, sharding)
@@ -101,7 +101,7 @@ def sizes(
     return out
 
 
-def local_shardings(workload: Workload, total: int, units: int, shardings: ShardingChoices) -> list[str | None]:
+def _local_shardings(workload: Workload, total: int, units: int, shardings: ShardingChoices) -> list[str | None]:
     """Machines at home talk over Ethernet: more units may split the batch (DDP, ZeRO-1/2) but are
     not a way to shard one model that does not fit a single machine."""
     if total <= 1:
@@ -139,12 +139,10 @@ class KeptSizes:
             est = s.est
             if est is None:
                 continue  # rejected whatever the amount
-            basis = est.details.get(BASIS_KEY) if est.details else None
-            if not isinstance(basis, AmountBasis):
+            parts = moving_parts(est)
+            if parts is None:
                 continue  # not the estimator's model: nothing of it follows the amount
-            ram, disk = est.details.get("host_ram_parts_gb"), est.details.get("host_disk_parts_gb")
-            if not ram or not disk:
-                return None
+            basis, ram, disk = parts
             moves.append(_Move(i, basis, terms_of(basis), ram, disk))
         # The move must give every live size's own figures at the kept amount.
         for m, (hours, host) in zip(moves, self._figures(moves, self.kept), strict=True):

@@ -141,6 +141,17 @@ def amount_kind(w: Workload) -> tuple[str, ...]:
     return kind
 
 
+def moving_parts(est: Estimate) -> tuple[AmountBasis, dict[str, float], dict[str, float]] | None:
+    """What ``est``'s amount figures are recomputed from: its basis and its host's RAM and disk
+    parts, which the estimator writes together (``estimate._one``); None when it has no basis (not
+    made by the estimator's model: nothing of it follows the amount)."""
+    details = est.details
+    basis = details.get(BASIS_KEY) if details else None
+    if not isinstance(basis, AmountBasis):
+        return None
+    return basis, details["host_ram_parts_gb"], details["host_disk_parts_gb"]
+
+
 def same_amount(est: Estimate, w: Workload) -> bool:
     """Whether ``est`` already holds ``w``'s amount of training (or has no basis to move)."""
     basis = est.details.get(BASIS_KEY) if est.details else None
@@ -159,10 +170,10 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
     parts by putting the new dataset into the estimate's own (``host.with_dataset``, which
     ``host_needs`` builds them with) and summing them as ``host_needs`` does (``host.needs_of``).
     ``tests/unit/test_amounts.py`` holds a moved estimate to the one computed cold, field for field."""
-    details = est.details
-    basis = details.get(BASIS_KEY) if details else None
-    if not isinstance(basis, AmountBasis):
+    parts = moving_parts(est)
+    if parts is None:
         return est
+    basis, ram_parts, disk_parts = parts
     want = w.amount()
     if basis.w.amount() == want:
         return est
@@ -172,10 +183,9 @@ def at_amount(est: Estimate, w: Workload, check: Callable[[ModelShape, Workload]
                         basis.mem, basis.tp, basis.gpu_count, basis.sharding)
     a = amount_inputs(basis.shape, w)
     hours, hour_parts = hours_at(moved, a.tokens)
-    # The estimator writes its host's parts wherever it writes the basis (``estimate._one``).
-    ram, disk = with_dataset(details["host_ram_parts_gb"], details["host_disk_parts_gb"], a.cache_gb, a.raw_gb)
+    ram, disk = with_dataset(ram_parts, disk_parts, a.cache_gb, a.raw_gb)
     moved_details = {
-        **details,
+        **est.details,
         "hours_parts": hour_parts,
         "host_ram_parts_gb": ram,
         "host_disk_parts_gb": disk,
