@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer import costs
 from optimizer.candidates import (
@@ -54,6 +54,8 @@ UTILIZATION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class RentSide(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     provider: str
     region: str | None
     instance_type: str
@@ -69,6 +71,8 @@ class RentSide(BaseModel):
 
 
 class BuySide(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     build: str
     name: str
     gpu: str
@@ -97,6 +101,8 @@ class BuySide(BaseModel):
 
 
 class SensitivityRow(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     parameter: str  # "electricity_usd_per_kwh" | "runs_per_month"
     value: float
     breakeven_runs: int | None
@@ -105,6 +111,8 @@ class SensitivityRow(BaseModel):
 
 
 class CumulativePoint(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     month: int
     rent_usd: float
     buy_usd: float = Field(description="cash spent: capex up front plus energy")
@@ -112,6 +120,8 @@ class CumulativePoint(BaseModel):
 
 
 class BreakevenResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     rent: RentSide
     buy: BuySide
     runs_per_month: float
@@ -280,6 +290,8 @@ def _pick_buy(
 
 
 class RentLike(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     gpu: str | None = None
     provider: str | None = None
     instance_type: str | None = None
@@ -288,6 +300,8 @@ class RentLike(BaseModel):
 
 
 class BuyLike(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     gpu: str | None = None
     build: str | None = None
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.estimator.memo import LruMemo
 from optimizer.offer import HOURS_PER_MONTH, Commitment, Offer
@@ -45,6 +45,8 @@ def term_cost_usd(c: Commitment, months: float | None = None) -> float:
 
 class CommitmentTerm(BaseModel):
     """Which commitment an answer speaks of, and its rate."""
+
+    model_config = ConfigDict(defer_build=True)
 
     kind: str
     term_months: float

@@ -44,7 +44,7 @@ VRAM_SLACK = 1.1
 
 
 class StepSeconds(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     median: Annotated[float, Field(gt=0, le=86_400, description="seconds per optimizer step")]
     p10: Annotated[float, Field(gt=0, le=86_400)]
@@ -54,7 +54,7 @@ class StepSeconds(BaseModel):
 class Measurement(BaseModel):
     """One measured recipe on one device (CONTRACT v3). ``id`` is given by the store."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")] | None = None
     workload: Workload

@@ -58,7 +58,7 @@ class Commitment(BaseModel):
     the upfront spread over every hour of the term, paid whether the instance runs or not.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kind: CommitmentKind
     term_months: Annotated[float, Field(gt=0, description="a capacity block's days as a share of 730 h")]
@@ -79,7 +79,7 @@ class Commitment(BaseModel):
 
 
 class Offer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     provider: str
     region: str
@@ -115,7 +115,7 @@ class Offer(BaseModel):
 
 
 class Part(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str
     category: str  # gpu cpu board ram psu storage case cooler
@@ -130,7 +130,7 @@ class Part(BaseModel):
 
 
 class LocalBuild(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str
     name: str

@@ -22,7 +22,7 @@ def _round_floats(value: Any, digits: int = 4) -> Any:
 
 
 class MemoryBreakdown(BaseModel):
-    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+    model_config = ConfigDict(frozen=True, defer_build=True)  # shared by the estimate cache
 
     weights: float
     gradients: float
@@ -37,7 +37,7 @@ class MemoryBreakdown(BaseModel):
 
 
 class HostNeeds(BaseModel):
-    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+    model_config = ConfigDict(frozen=True, defer_build=True)  # shared by the estimate cache
 
     ram_gb: float
     cpu_cores: int
@@ -78,7 +78,7 @@ class Recipe(BaseModel):
 class Suggestion(BaseModel):
     """A change that makes a job fit, verified by estimating it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     text: str
     changes: dict[str, Any] = Field(description="workload fields to change (gpu_count: GPUs to use)")
@@ -89,7 +89,7 @@ class Suggestion(BaseModel):
 
 
 class Estimate(BaseModel):
-    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
+    model_config = ConfigDict(frozen=True, defer_build=True)  # shared by the estimate cache
 
     params: int
     trainable_params: int

@@ -28,7 +28,7 @@ class PlannedRun(BaseModel):
     """One run as quoted (CONTRACT v3: run_id, team, job, option, quoted_usd, quoted_hours,
     snapshot_id, created_at). ``resource_ids`` and the window let untagged lines match."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     run_id: RunId
     team: Annotated[str, Field(min_length=1, max_length=100)] | None = None
@@ -81,6 +81,8 @@ class BillLine:
 class RunDifference(BaseModel):
     """Quoted against billed for one run; the parts add up to ``effective_usd - quoted_usd``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     hours_usd: float = Field(description="(billed hours - quoted hours) x quoted hourly rate")
     rate_usd: float = Field(description="compute paid - billed hours x quoted hourly rate")
     storage_usd: float = Field(description="storage billed - storage quoted")
@@ -89,6 +91,8 @@ class RunDifference(BaseModel):
 
 
 class RunBill(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     run_id: str
     team: str | None
     job: str | None = None
@@ -109,6 +113,8 @@ class RunBill(BaseModel):
 
 
 class CalibrationFactor(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     provider: str
     gpu: str
     hours_factor: float
@@ -118,6 +124,8 @@ class CalibrationFactor(BaseModel):
 
 
 class Reconciliation(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     runs: list[RunBill]
     unmatched_usd: float
     billed_total_usd: float

@@ -57,14 +57,14 @@ Factor = Annotated[float, Field(gt=0, le=10)]
 
 
 class Discount(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     on_demand: Factor = 1.0
     spot: Factor = 1.0
 
 
 class NegotiatedPrice(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     provider: str
     instance_type: str
@@ -75,7 +75,7 @@ class NegotiatedPrice(BaseModel):
 
 
 class OnPremNode(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     gpu: str
@@ -92,7 +92,7 @@ class OnPremNode(BaseModel):
 
 
 class PriceBook(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = "price-book"
     as_of: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ProviderStatus(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     provider: str
     rows: int
     as_of: datetime | None

@@ -1,29 +1,6 @@
-"""Integer programs: the single-job choice and the portfolio plan, and the solver wrapper.
+"""Integer programs: the single-job choice (``single``), the portfolio plan (``portfolio``,
+``portfolio_solve``) and the solver wrapper (``solve``).
 
-Each model module writes its maths in its docstring with the same symbols its code uses.
+Each model module writes its maths in its docstring with the same symbols its code uses. Nothing is
+imported here: a quote reads the single-job model and the solver, never the portfolio.
 """
-
-from optimizer.ilp.portfolio import (
-    BuildUse,
-    PortfolioBuild,
-    PortfolioJob,
-    PortfolioModel,
-    RentalChoice,
-    build_portfolio,
-)
-from optimizer.ilp.single import SingleModel, build_single
-from optimizer.ilp.solve import SolveResult, solve, solver_name
-
-__all__ = [
-    "BuildUse",
-    "PortfolioBuild",
-    "PortfolioJob",
-    "PortfolioModel",
-    "RentalChoice",
-    "SingleModel",
-    "SolveResult",
-    "build_portfolio",
-    "build_single",
-    "solve",
-    "solver_name",
-]

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
+from optimizer.deferred_models import build_deferred
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
 from pricing.refresh import RefreshBusy
 from service.api.answer_cache import AnswerCache, StoreVersion
@@ -224,4 +225,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for name in ROUTE_MODULES:
         module = importlib.import_module(f"service.api.routes.{name}")
         app.include_router(module.router)
+    # Models a CLI quote leaves unbuilt are built now, not by the first request that needs one.
+    build_deferred()
     return app

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from optimizer.breakeven import BreakevenResult
+if TYPE_CHECKING:  # a quote's tables need no break-even module
+    from optimizer.breakeven import BreakevenResult
 
 # What a month is when an age is told in months (365.25 / 12 days).
 DAYS_PER_MONTH = 30.44

@@ -139,7 +139,7 @@ def test_a_threads_highs_is_reused_cleared_between_solves() -> None:
     import importlib
     import threading
 
-    solve_mod = importlib.import_module("optimizer.ilp.solve")  # the package exports the function
+    solve_mod = importlib.import_module("optimizer.ilp.solve")
 
     prob, best = _knapsack(5)
     first = solve(prob, time_limit_s=10)

@@ -1,0 +1,47 @@
+"""Models built when first used: what a CLI quote never validates or serialises is not built at import.
+
+Defining a pydantic model builds its validator and serializer, 1-4 ms each. ``gpucost quote`` imports
+some 55 of gpucost's models and uses a dozen: its request, the workload, the answer and what they
+hold. The others (offers read back with ``model_construct``, estimates made with
+``estimator.construct``, break-even, plans, runs, the price book, the other requests) say
+``defer_build=True`` and are built the first time something validates or serialises one
+(``tests/integration/test_cli_startup.py`` holds a quote to that). A server builds them all when
+its app is made (``build_deferred``), so no request waits for one.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+OWN_PACKAGES = ("optimizer", "pricing", "service")
+
+
+def own_models() -> list[type[BaseModel]]:
+    """gpucost's pydantic models in the modules imported so far."""
+    out: list[type[BaseModel]] = []
+    seen: set[type[BaseModel]] = set()
+    stack: list[type[BaseModel]] = [BaseModel]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub in seen:
+                continue
+            seen.add(sub)
+            stack.append(sub)
+            if sub.__module__.split(".", 1)[0] in OWN_PACKAGES:
+                out.append(sub)
+    return out
+
+
+def deferred(cls: type[BaseModel]) -> bool:
+    """Whether ``cls`` waits to be built until first used."""
+    return bool(cls.model_config.get("defer_build"))
+
+
+def build_deferred() -> int:
+    """Build every deferred model not built yet (of the modules imported so far); how many were."""
+    built = 0
+    for cls in own_models():
+        if deferred(cls) and not cls.__pydantic_complete__:
+            cls.model_rebuild()
+            built += 1
+    return built
