@@ -573,6 +573,12 @@ def cloud_candidates(
     # What the groups' configurations are kept under: the workload without its amount (the same for all).
     kept_as = amount_key(workload) if reuse else None
 
+    # Every group's configurations first (made, or moved to this amount), then every group's
+    # pricing: each kind of work runs back to back instead of alternating group by group, which
+    # bench/ab_quotes.py measured 5 % faster for a new token count and for a new model (the
+    # estimator's code and memos stay in the CPU's caches, presumably). The same calls in the same
+    # order as one loop made, rejections tallied in the same order: the same answers.
+    made: list[tuple[_Group, str | None, list[Offer], list[_Config] | None]] = []
     for group in _filter_offers(offers, constraints, tally, screen).values():
         gpn = group.gpus_per_node
         # Quota and max-GPU limits differ by provider only through the quota, so build the
@@ -584,8 +590,7 @@ def cloud_candidates(
                 by_provider.setdefault(o.provider, []).append(o)
         for provider, members in by_provider.items():
             if gpn > max_gpus:
-                for o in members:
-                    tally.add(TOO_MANY_GPUS, _offer_label(o))
+                made.append((group, provider, members, None))
                 continue
             quota = quotas.get(provider) if quotas and provider else None
 
@@ -599,25 +604,31 @@ def cloud_candidates(
             key = (kept_as, group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
                    group.fabric, assumptions.setup_hours, constraints.safety_margin)
             cfgs = _kept(key, make, memo, workload, gpn, assumptions.setup_hours) if reuse else make(memo)
-            # Offer-independent reason of the best config-level attempt.
-            base_reason: str | None = None
-            for c in cfgs:
-                if c.reason is not None:
-                    base_reason = _deeper(base_reason, c.reason)
-            live = [c for c in cfgs if c.reason is None]
-            if not live:
-                for o in members:
-                    tally.add(base_reason or UNSUPPORTED, _offer_label(o))
-                continue
-            vcpus = group.host_vcpus() if provider is None else _host_vcpus(members)
-            live = live + _fed_variants(live, vcpus, group.gpu, workload.image_size)
-            if group.subscription is not None:
-                live = [_in_sessions(c, group.subscription) for c in live]
-            feasible_offers += _price_group(
-                group.gpu, live, members, pricings, runs, deadline, budget, assumptions,
-                config_best, per_offer, tally, so,
-                tables=group.offer_tables("spot" in pricings) if provider is None else None,
-            )
+            made.append((group, provider, members, cfgs))
+    for group, provider, members, cfgs in made:
+        if cfgs is None:
+            for o in members:
+                tally.add(TOO_MANY_GPUS, _offer_label(o))
+            continue
+        # Offer-independent reason of the best config-level attempt.
+        base_reason: str | None = None
+        for c in cfgs:
+            if c.reason is not None:
+                base_reason = _deeper(base_reason, c.reason)
+        live = [c for c in cfgs if c.reason is None]
+        if not live:
+            for o in members:
+                tally.add(base_reason or UNSUPPORTED, _offer_label(o))
+            continue
+        vcpus = group.host_vcpus() if provider is None else _host_vcpus(members)
+        live = live + _fed_variants(live, vcpus, group.gpu, workload.image_size)
+        if group.subscription is not None:
+            live = [_in_sessions(c, group.subscription) for c in live]
+        feasible_offers += _price_group(
+            group.gpu, live, members, pricings, runs, deadline, budget, assumptions,
+            config_best, per_offer, tally, so,
+            tables=group.offer_tables("spot" in pricings) if provider is None else None,
+        )
     frontier = [_cloud_candidate(o, gpu, cfg, p, runs, assumptions, so) for o, gpu, cfg, p in _frontier_rows(config_best)]
     return frontier, per_offer, feasible_offers
 
