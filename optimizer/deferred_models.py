@@ -1,8 +1,8 @@
 """Models built when first used: what a CLI quote never validates or serialises is not built at import.
 
 Defining a pydantic model builds its validator and serializer, 1-4 ms each. ``gpucost quote`` imports
-some 55 of gpucost's models and uses a dozen: its request, the workload, the answer and what they
-hold. The others (offers read back with ``model_construct``, estimates made with
+47 of gpucost's models and uses 11: its request, the workload, the settings, the answer and what
+they hold. The others (offers read back with ``model_construct``, estimates made with
 ``estimator.construct``, break-even, plans, runs, the price book, the other requests) say
 ``defer_build=True`` and are built the first time something validates or serialises one
 (``tests/integration/test_cli_startup.py`` holds a quote to that). A server builds them all when
