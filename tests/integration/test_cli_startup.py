@@ -146,38 +146,41 @@ def test_a_command_imports_with_the_collector_off_and_runs_with_it_on(tmp_path: 
     assert json.loads(out.stdout[: out.stdout.index("collector")])["best"] is not None
 
 
-# At exit: gpucost's models that wait to be built until first used, and those of them built by then.
+# At exit: gpucost's models that wait to be built until first used, those of them built by then,
+# and whether the break-even module was imported.
 MODELS = (
     "import atexit, json, sys\n"
     "def report():\n"
     "    from optimizer.deferred_models import deferred, own_models\n"
     "    lazy = [c for c in own_models() if deferred(c)]\n"
     "    sys.stderr.write('\\nMODELS ' + json.dumps([sorted(c.__qualname__ for c in lazy),\n"
-    "                     sorted(c.__qualname__ for c in lazy if c.__pydantic_complete__)]) + '\\n')\n"
+    "                     sorted(c.__qualname__ for c in lazy if c.__pydantic_complete__),\n"
+    "                     'optimizer.breakeven' in sys.modules]) + '\\n')\n"
     "atexit.register(report)\n"
 )
 
 
-def _models_at_exit(code: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str], list[str]]:
+def _models_at_exit(code: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str], list[str], bool]:
     done = subprocess.run([sys.executable, "-c", MODELS + code, *args], check=False, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    lazy, built = json.loads(done.stderr.rsplit("MODELS ", 1)[1])
-    return done.stdout, lazy, built
+    lazy, built, breakeven = json.loads(done.stderr.rsplit("MODELS ", 1)[1])
+    return done.stdout, lazy, built, breakeven
 
 
 def test_a_quote_builds_none_of_the_models_it_never_validates_or_serialises(tmp_path: Path) -> None:
     env = _env(tmp_path)
     first = _run(QUOTE, env)  # creates and seeds the store (offers validated) and prepares its snapshot
     assert first.returncode == 0, first.stderr
-    out, lazy, built = _models_at_exit("from service.cli import main\nmain()\n", QUOTE, env)
+    out, lazy, built, breakeven = _models_at_exit("from service.cli import main\nmain()\n", QUOTE, env)
     assert json.loads(out)["best"] is not None
+    assert not breakeven  # the tables' labels import its result type only to annotate
     # Offers read back, estimates made, and what other commands and routes take and give.
-    assert {"Offer", "Estimate", "MemoryBreakdown", "BreakevenResult", "PlanRequest", "PlannedRun", "PriceBook"} <= set(lazy)
+    assert {"Offer", "Estimate", "MemoryBreakdown", "PlanRequest", "PlannedRun", "RunRequest", "PriceBook"} <= set(lazy)
     assert built == []
 
 
 def test_a_served_app_builds_every_deferred_model_when_it_is_made(tmp_path: Path) -> None:
-    _, lazy, built = _models_at_exit("from service.api.app import create_app\ncreate_app()\n", [], _env(tmp_path))
+    _, lazy, built, _ = _models_at_exit("from service.api.app import create_app\ncreate_app()\n", [], _env(tmp_path))
     assert len(lazy) > 30
     assert built == lazy
