@@ -86,6 +86,7 @@ class SpendResponse(BaseModel):
     by: str
     rows: list[dict[str, Any]]
 
+
 class CalibrationResponse(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
