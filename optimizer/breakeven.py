@@ -120,8 +120,6 @@ class CumulativePoint(BaseModel):
 
 
 class BreakevenResult(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     rent: RentSide
     buy: BuySide
     runs_per_month: float

@@ -2,11 +2,14 @@
 
 Defining a pydantic model builds its validator and serializer, 1-4 ms each. ``gpucost quote`` imports
 47 of gpucost's models and uses 11: its request, the workload, the settings, the answer and what
-they hold. The others (offers read back with ``model_construct``, estimates made with
-``estimator.construct``, break-even, plans, runs, the price book, the other requests) say
-``defer_build=True`` and are built the first time something validates or serialises one
-(``tests/integration/test_cli_startup.py`` holds a quote to that). A server builds them all when
-its app is made (``build_deferred``), so no request waits for one.
+they hold. Of the others, those no HTTP route takes or gives as a whole (offers read back with
+``model_construct``, an estimate's parts, the pieces of other requests and answers: 22 of the 47)
+say ``defer_build=True`` and are built the first time something validates or serialises one, or
+with the model that holds them. A route's own request and answer models cannot: FastAPI's
+validators for them follow the model's ``defer_build`` and would be made by the route's first
+request. ``tests/integration/test_cli_startup.py`` holds a quote to building none of the deferred
+models and the routes to taking none. A server builds them all when its app is made
+(``build_deferred``), so no request waits for one.
 """
 
 from __future__ import annotations

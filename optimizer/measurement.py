@@ -54,7 +54,7 @@ class StepSeconds(BaseModel):
 class Measurement(BaseModel):
     """One measured recipe on one device (CONTRACT v3). ``id`` is given by the store."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")] | None = None
     workload: Workload

@@ -89,7 +89,7 @@ class Suggestion(BaseModel):
 
 
 class Estimate(BaseModel):
-    model_config = ConfigDict(frozen=True, defer_build=True)  # shared by the estimate cache
+    model_config = ConfigDict(frozen=True)  # shared by the estimate cache
 
     params: int
     trainable_params: int
