@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from optimizer import costs
 from optimizer.candidates import (
@@ -54,8 +54,6 @@ UTILIZATION_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class RentSide(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     provider: str
     region: str | None
     instance_type: str
@@ -71,8 +69,6 @@ class RentSide(BaseModel):
 
 
 class BuySide(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     build: str
     name: str
     gpu: str
@@ -101,8 +97,6 @@ class BuySide(BaseModel):
 
 
 class SensitivityRow(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     parameter: str  # "electricity_usd_per_kwh" | "runs_per_month"
     value: float
     breakeven_runs: int | None
@@ -111,8 +105,6 @@ class SensitivityRow(BaseModel):
 
 
 class CumulativePoint(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     month: int
     rent_usd: float
     buy_usd: float = Field(description="cash spent: capex up front plus energy")
@@ -288,8 +280,6 @@ def _pick_buy(
 
 
 class RentLike(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     gpu: str | None = None
     provider: str | None = None
     instance_type: str | None = None
@@ -298,8 +288,6 @@ class RentLike(BaseModel):
 
 
 class BuyLike(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
     gpu: str | None = None
     build: str | None = None
 
