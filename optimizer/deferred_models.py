@@ -4,8 +4,9 @@ Defining a pydantic model builds its validator and serializer, 1-4 ms each. ``gp
 47 of gpucost's models and uses 11: its request, the workload, the settings, the answer and what
 they hold. Of the others, those no HTTP route takes or gives as a whole (offers read back with
 ``model_construct``, an estimate's parts, the pieces of other requests and answers: 22 of the 47)
-say ``defer_build=True`` and are built the first time something validates or serialises one, or
-with the model that holds them. A route's own request and answer models cannot: FastAPI's
+say ``defer_build=True`` and are built the first time something validates or serialises one
+directly (a model built at import that holds one carries its schema inline; the deferred class stays
+unbuilt). A route's own request and answer models cannot be deferred: FastAPI's
 validators for them follow the model's ``defer_build`` and would be made by the route's first
 request. ``tests/integration/test_cli_startup.py`` holds a quote to building none of the deferred
 models and the routes to taking none. A server builds them all when its app is made
@@ -40,11 +41,8 @@ def deferred(cls: type[BaseModel]) -> bool:
     return bool(cls.model_config.get("defer_build"))
 
 
-def build_deferred() -> int:
-    """Build every deferred model not built yet (of the modules imported so far); how many were."""
-    built = 0
+def build_deferred() -> None:
+    """Build every deferred model not built yet, of the modules imported so far."""
     for cls in own_models():
         if deferred(cls) and not cls.__pydantic_complete__:
             cls.model_rebuild()
-            built += 1
-    return built
