@@ -261,3 +261,24 @@ def test_relaxation_first_on_random_portfolios(monkeypatch: pytest.MonkeyPatch) 
             warm += start is not None
             assert (first.objective, first.values, first.gap) == (plain.objective, plain.values, plain.gap)
     assert took > 10 and fell_back > 5 and warm > 2  # every way is exercised
+
+
+def test_a_solve_lists_the_variables_once_and_leaves_the_problem_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PuLP walks every constraint for ``variables()``; a solve asks for them four or five times,
+    so ``solve`` takes the list once. Afterwards the problem lists its variables as PuLP does."""
+    prob, best = _knapsack(7)
+    calls = []
+    listed = pulp.LpProblem.variables
+
+    def counted(self: pulp.LpProblem) -> list[pulp.LpVariable]:
+        calls.append(1)
+        return listed(self)
+
+    monkeypatch.setattr(pulp.LpProblem, "variables", counted)
+    res = solve(prob, 30)
+    assert res.status == OPTIMAL and res.objective == pytest.approx(best)
+    assert len(calls) == 1
+    assert "variables" not in vars(prob)
+    assert [v.name for v in prob.variables()] == sorted(f"x_{i}" for i in range(14))
+    assert len(calls) == 2
+    assert set(res.values) == {v.name for v in prob.variables()}
