@@ -33,6 +33,8 @@ from optimizer.candidates import (
     is_product_estimator,
 )
 from optimizer.candidates.bounds import OfferFloors, OfferGroups, committed_floor_usd
+from optimizer.candidates.offer_groups import OfferList, kept_per_list
+from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.explain import rejected_groups, solver_info
 from optimizer.ilp.portfolio import (
@@ -244,6 +246,7 @@ def _committable_rentals(
     floors: OfferFloors | None,
     search: Callable[[list[Offer]], CandidateSet],
     a: CostAssumptions,
+    rate: Callable[[Offer], float | None],
 ) -> tuple[list[Candidate], int]:
     """Every on-demand rental of a committable offer that could carry the job's cheapest committed
     run, ranked as pricing every committable offer ranks them; and the offers priced.
@@ -253,11 +256,8 @@ def _committable_rentals(
     (what the rental search guarantees), and the answer is the same with floors and without:
     offers are priced lowest committed floor first (``bounds.committed_floor_usd``), and a look
     whose cheapest committed run costs ``bar`` is widened to every offer with a floor up to it.
+    ``rate``: an offer's lowest committed hourly rate, None without terms (``_committed_rates``).
     """
-    def rate(o: Offer) -> float | None:
-        terms = cheapest_per_length(o)
-        return min(t.effective_hourly_usd for t in terms) if terms else None
-
     if floors is None:
         pool = [o for o in offers if rate(o) is not None]
         return list(search(pool).ranked) if pool else [], len(pool)
@@ -289,6 +289,36 @@ def _committable_rentals(
     return list(search(pool).ranked), priced + len(pool)
 
 
+def _committed_rate(o: Offer) -> float | None:
+    """An offer's lowest committed hourly rate; None without a term to commit to."""
+    terms = cheapest_per_length(o)
+    return min(t.effective_hourly_usd for t in terms) if terms else None
+
+
+# Each offer's committed rate (``_committed_rate``), by id, kept per shared offer list: each job of
+# each plan asks it of every offer with a floor.
+_COMMITTED_RATES: LruMemo[int, tuple[list[Offer], dict[int, float | None]]] = LruMemo(64)
+
+
+def _committed_rates(offers: list[Offer]) -> Callable[[Offer], float | None]:
+    """``_committed_rate``, looked up for ``offers`` (kept per ``OfferList``, which holds its offers
+    and so their ids) and worked out at most once per plan for any other offer."""
+    table = kept_per_list(_COMMITTED_RATES, offers, lambda: {id(o): _committed_rate(o) for o in offers})
+    # Offers the table lacks, held with their rate: no other offer can take their id meanwhile.
+    more: dict[int, tuple[Offer, float | None]] = {}
+
+    def rate(o: Offer) -> float | None:
+        key = id(o)
+        if key in table:
+            return table[key]
+        got = more.get(key)
+        if got is None:
+            got = more[key] = (o, _committed_rate(o))
+        return got[1]
+
+    return rate
+
+
 def _prepare(
     jobs: Sequence[PlanJobInput],
     constraints: Constraints,
@@ -311,6 +341,7 @@ def _prepare(
     one_unit = dataclasses.replace(a, max_local_units=1)
     # The cost floors follow the product estimator's formulas.
     groups = OfferGroups.of(offers, constraints) if prune and is_product_estimator(estimator) else None
+    committed_rate = _committed_rates(offers)
     for job in jobs:
         if checkpoint is not None:
             checkpoint()
@@ -346,7 +377,8 @@ def _prepare(
         out.offers_priced += priced
         out.offers_skipped += skipped
         if commitments:
-            out.ranked[job.name], committable = _committable_rentals(offers, floors, search_committable, a)
+            out.ranked[job.name], committable = _committable_rentals(
+                offers, floors, search_committable, a, committed_rate)
             out.committable_priced += committable
         # Builds bought ahead for the plan: their lead time is modelled per month, not per run.
         local_c = c.model_copy(update={"deadline_hours": None})
@@ -444,7 +476,9 @@ def plan(
     est = estimator or default_estimator()
     t0 = time.perf_counter()
     job_inputs = [PlanJobInput.model_validate(j.model_dump()) for j in jobs]
-    offer_list = list(offers)
+    # A snapshot's shared list as it is: what is derived from all of it (the groups a filter makes,
+    # the vCPUs and commitments indexes, the committed rates) is kept per list across requests.
+    offer_list = offers if isinstance(offers, OfferList) else list(offers)
     build_list = list(builds) if constraints.include_local else []
     # Without provider quotas a run always goes to the job's cheapest rental or to a build, so the
     # other rentals are dominated and only make the integer program larger.

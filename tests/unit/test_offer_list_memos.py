@@ -121,3 +121,51 @@ def test_the_commitment_index_is_kept_per_list_and_equals_a_fresh_one() -> None:
     assert all(kept[(o.provider, o.region or "", o.zone or "", o.instance_type)] in with_terms for o in with_terms)
     other = served_offers(Constraints())  # another view: another list, another index
     assert other is not view and commitments.offers_by_key(other) is not kept
+
+
+def test_a_plan_on_a_view_keeps_its_derived_tables_and_answers_as_on_a_plain_list() -> None:
+    """``plan`` works on a snapshot's shared list as it is (it no longer copies it): the groups a
+    filter makes and each offer's committed rate (``plan._committed_rates``) are kept per list and
+    serve the next plan; the answer is the one a plain copy of the same offers gets, where
+    nothing is kept."""
+    from optimizer import plan as plan_module
+    from optimizer.plan import PlanJobInput, plan
+
+    c = Constraints(allow_spot=True)
+    view = served_offers(c)
+    builds = bundled()[1]
+    jobs = [
+        PlanJobInput(name="a", workload=Workload(model="qwen2.5-0.5b", method="lora", tokens=2e8), runs_per_month=4),
+        PlanJobInput(name="b", workload=Workload(model="bert-base", method="full", tokens=1e8), runs_per_month=6),
+    ]
+
+    def dumped(offers: list[Any]) -> dict[str, Any]:
+        p = plan(jobs, 12, c, offers, builds, prices_as_of={}, snapshot_id="t")
+        return p.model_dump(exclude={"timing": True, "solver": {"seconds", "time_limit_s"}})
+
+    cloud._FILTERED.clear()
+    plan_module._COMMITTED_RATES.clear()
+    kept = dumped(view)
+    assert kept["rental_search"]["committable_offers_priced"] > 0  # the commitment search ran
+    assert len(plan_module._COMMITTED_RATES) == 1 and len(cloud._FILTERED) >= 1
+    (_, rates), = plan_module._COMMITTED_RATES._data.values()
+    assert len(rates) == len(view) and any(r is not None for r in rates.values())
+    filtered = dict(cloud._FILTERED._data)
+    assert dumped(view) == kept  # a second plan reads what the first kept
+    assert dict(cloud._FILTERED._data) == filtered and len(plan_module._COMMITTED_RATES) == 1
+    cloud._FILTERED.clear()
+    plan_module._COMMITTED_RATES.clear()
+    assert dumped(list(view)) == kept
+    assert not plan_module._COMMITTED_RATES  # a plain list's rates are worked out per plan
+
+
+def test_committed_rates_answer_for_offers_the_kept_table_lacks() -> None:
+    from optimizer.plan import _committed_rate, _committed_rates
+
+    view = served_offers(Constraints())
+    rate = _committed_rates(view)
+    with_terms = [o for o in view if o.commitments]
+    assert with_terms
+    assert [rate(o) for o in view] == [_committed_rate(o) for o in view]
+    stranger = with_terms[0].model_copy(update={"instance_type": "x9.large"})  # in no list
+    assert rate(stranger) == _committed_rate(stranger) is not None
