@@ -255,13 +255,14 @@ def _integral(h: Any, ints: list[int]) -> bool:
 
 def _solver(
     name: str, time_limit_s: float, gap_rel: float | None = None, start: Mapping[str, float] | None = None,
-    relaxation_first: bool = False,
+    relaxation_first: bool = False, highs_options: Mapping[str, Any] | None = None,
 ) -> Any:
     if name == "HiGHS":
         _swallow_highs_banner()
         kw: dict[str, Any] = {
             "msg": False, "timeLimit": time_limit_s, "threads": 1, "gapRel": gap_rel,
             "mip_heuristic_effort": HIGHS_HEURISTIC_EFFORT, "relaxation_first": relaxation_first,
+            **(highs_options or {}),
         }
         return _BulkHiGHS(start=start, **kw)
     if name == "CBC":
@@ -324,6 +325,7 @@ def solve(
     gap_rel: float | None = None,
     warm_start: Mapping[str, float] | None = None,
     relaxation_first: bool = False,
+    highs_options: Mapping[str, Any] | None = None,
 ) -> SolveResult:
     """Solve ``problem`` within ``time_limit_s``; values of all variables come back by name.
 
@@ -332,11 +334,12 @@ def solve(
     close the answer is. ``warm_start`` (values by variable name) is a feasible solution to start the
     search from (HiGHS in-process only; other solvers ignore it). ``relaxation_first``: try the LP
     relaxation first and take its optimum when it is integral (HiGHS in-process only; see
-    ``_BulkHiGHS``); the answer is then optimal with gap 0.
+    ``_BulkHiGHS``); the answer is then optimal with gap 0. ``highs_options``: more HiGHS options for
+    this solve (in-process HiGHS only).
     """
     name = solver or solver_name()
     start = time.perf_counter()
-    used = _solver(name, time_limit_s, gap_rel, warm_start, relaxation_first)
+    used = _solver(name, time_limit_s, gap_rel, warm_start, relaxation_first, highs_options)
     with _variables_listed_once(problem):
         problem.solve(used)
         seconds = time.perf_counter() - start
