@@ -37,13 +37,18 @@ from optimizer.ilp.solve import OPTIMAL, SolveResult, solve
 # bound in ~4 s, while the integer program as written was still 0.45 % from its own bound at 60 s.
 PLAN_GAP_REL = 5e-3
 
-# The model with relaxed runs is solved without HiGHS's root reduced-cost heuristic (a sub-MIP that
-# fixes columns by their reduced costs at the root). Over the 174 solves of 65 plans like
-# bench/load.py's, the two ways in turn: the same solutions, 4.3 s in all against 4.8 s, taken off the
-# slowest (the all-local comparisons the LP relaxation does not settle: 150 -> 42 ms, 314 -> 191 ms)
-# while the median stayed (17.8 against 17.5 ms). The integer program keeps the heuristic: without it,
-# its two solves there found other plans (within the gap), one in 587 ms instead of 263.
-RELAXED_RUNS_OPTIONS: Mapping[str, Any] = MappingProxyType({"mip_heuristic_run_root_reduced_cost": False})
+# The model with relaxed runs is solved without two of HiGHS's primal heuristics: the root
+# reduced-cost one (a sub-MIP fixing columns by their reduced costs) and feasibility jump. The LP
+# relaxation settles most plans before either would run; most of the rest are all-local comparisons,
+# where the two cost more than they found. Both off against both on, in turn, no solution differed:
+# on bench/load.py-like plans, 5.4 against 7.2 s over 273 solves (100 plans; median 16.3 against
+# 19.5 ms) and 3.8 against 5.1 s over 174 (65 other plans); on plans of 10, 30 and 60 jobs with
+# 10-120 runs a month, solving took 0.43, 0.73 and 23 s against 0.63, 1.27 and 31 s. The integer
+# program keeps HiGHS's settings: without the first heuristic its two solves among those 174 found
+# other plans (within the gap), one in 587 ms instead of 263.
+RELAXED_RUNS_OPTIONS: Mapping[str, Any] = MappingProxyType({
+    "mip_heuristic_run_root_reduced_cost": False, "mip_heuristic_run_feasibility_jump": False,
+})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The portfolio's two stages and the HiGHS options each is given: the model with relaxed runs is
-solved without the root reduced-cost heuristic (``portfolio_solve.RELAXED_RUNS_OPTIONS``), the
-integer program as written with HiGHS's own settings, and every option named is one HiGHS knows
-(an unknown name would be refused by HiGHS and silently change nothing)."""
+solved without the root reduced-cost heuristic and feasibility jump
+(``portfolio_solve.RELAXED_RUNS_OPTIONS``), the integer program as written with HiGHS's own
+settings, and every option named is one HiGHS knows (an unknown name would be refused by HiGHS and
+silently change nothing)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_every_option_handed_to_highs_is_one_it_knows() -> None:
         assert type(current) is type(value), name
 
 
-def test_the_relaxed_stage_drops_the_heuristic_and_the_integer_program_keeps_it(
+def test_the_relaxed_stage_drops_two_heuristics_and_the_integer_program_keeps_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[dict[str, Any]] = []
@@ -54,11 +55,12 @@ def test_the_relaxed_stage_drops_the_heuristic_and_the_integer_program_keeps_it(
         {"integer_runs": False, "highs_options": portfolio_solve.RELAXED_RUNS_OPTIONS},
         {"integer_runs": True, "highs_options": None},
     ]
-    assert portfolio_solve.RELAXED_RUNS_OPTIONS == {"mip_heuristic_run_root_reduced_cost": False}
+    assert dict(portfolio_solve.RELAXED_RUNS_OPTIONS) == {
+        "mip_heuristic_run_root_reduced_cost": False, "mip_heuristic_run_feasibility_jump": False}
 
 
 def test_a_relaxed_solve_with_the_options_finds_what_it_finds_without() -> None:
-    """Switching the heuristic off changes how HiGHS searches, not the proven optimum."""
+    """Switching the heuristics off changes how HiGHS searches, not the proven optimum."""
     from optimizer.ilp.portfolio import build_portfolio
     from optimizer.ilp.solve import solve
 
