@@ -341,7 +341,7 @@ def _prepare(
     one_unit = dataclasses.replace(a, max_local_units=1)
     # The cost floors follow the product estimator's formulas.
     groups = OfferGroups.of(offers, constraints) if prune and is_product_estimator(estimator) else None
-    committed_rate = _committed_rates(offers)
+    committed_rate = _committed_rates(offers) if commitments else None
     for job in jobs:
         if checkpoint is not None:
             checkpoint()
@@ -376,7 +376,7 @@ def _prepare(
         picked, cloud, priced, skipped = _cheapest_rentals(offers, floors, rentals_per_job, search)
         out.offers_priced += priced
         out.offers_skipped += skipped
-        if commitments:
+        if committed_rate is not None:
             out.ranked[job.name], committable = _committable_rentals(
                 offers, floors, search_committable, a, committed_rate)
             out.committable_priced += committable
