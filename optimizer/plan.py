@@ -301,22 +301,11 @@ _COMMITTED_RATES: LruMemo[int, tuple[list[Offer], dict[int, float | None]]] = Lr
 
 
 def _committed_rates(offers: list[Offer]) -> Callable[[Offer], float | None]:
-    """``_committed_rate``, looked up for ``offers`` (kept per ``OfferList``, which holds its offers
-    and so their ids) and worked out at most once per plan for any other offer."""
+    """``_committed_rate`` of each of ``offers``, the plan's offers: kept per ``OfferList`` (which
+    holds its offers, and so their ids), worked out once per plan for a plain list. A plan asks it
+    only of these (its floors' offers are drawn from them), so an offer not among them raises."""
     table = kept_per_list(_COMMITTED_RATES, offers, lambda: {id(o): _committed_rate(o) for o in offers})
-    # Offers the table lacks, held with their rate: no other offer can take their id meanwhile.
-    more: dict[int, tuple[Offer, float | None]] = {}
-
-    def rate(o: Offer) -> float | None:
-        key = id(o)
-        if key in table:
-            return table[key]
-        got = more.get(key)
-        if got is None:
-            got = more[key] = (o, _committed_rate(o))
-        return got[1]
-
-    return rate
+    return lambda o: table[id(o)]
 
 
 def _prepare(
