@@ -1,11 +1,13 @@
 """Load on a real ``gpucost serve`` over loopback: throughput, p50, p99, errors, and quote ÷ healthz.
 
     .venv/bin/python bench/load.py [--clients 1,4,16,64] [--seconds 15] [--distinct [MODES]] [--big-plan 300]
+                                   [--mix served|quotes]
 
 Starts ``gpucost serve`` on 127.0.0.1 (a free port) over a fresh SQLite store holding the bundled
 catalog, waits for ``/readyz``, then for each client count runs that many client threads for
 ``--seconds``, each sending the mix quotes 80 %, offers 15 %, plans 5 % back to back on its own
-keep-alive connection. One more thread probes ``/healthz`` every 20 ms during the same window: the
+keep-alive connection (``--mix quotes``: every request a quote, the issue's "4 clients of distinct
+quotes"; the served mix stays the default, and the two are different questions). One more thread probes ``/healthz`` every 20 ms during the same window: the
 baseline of the ratio, measured on the same server under the same load.
 
 Quotes come from a pool of 24 workloads (presets x methods x amounts); ``--distinct`` makes
@@ -170,15 +172,20 @@ class Tally:
                 self.latencies.setdefault(kind, []).append(seconds)
 
 
-def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: Tally) -> None:
+# The share of quotes and of offers pages in each mix (plans the rest).
+MIXES = {"served": (0.80, 0.95), "quotes": (1.0, 1.0)}
+
+
+def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: Tally, mix: str = "served") -> None:
     rng = random.Random(seed)
     conn = http.client.HTTPConnection(HOST, port, timeout=120)
     end = time.monotonic() + seconds
+    quotes, offers = MIXES[mix]
     while time.monotonic() < end:
         roll = rng.random()
-        if roll < 0.80:
+        if roll < quotes:
             kind, method, path, body = "quote", "POST", "/v1/quote", quote_body(rng, distinct)
-        elif roll < 0.95:
+        elif roll < offers:
             kind, method, path, body = "offers", "GET", rng.choice(OFFER_PATHS), None
         else:
             kind, method, path, body = "plan", "POST", "/v1/plan", plan_body(rng)
@@ -215,11 +222,12 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_level(port: int, clients: int, seconds: float, distinct: bool | str, seed: int = 0) -> dict[str, Any]:
+def run_level(port: int, clients: int, seconds: float, distinct: bool | str, seed: int = 0,
+              mix: str = "served") -> dict[str, Any]:
     tally = Tally()
     stop = threading.Event()
     probe = threading.Thread(target=_prober, args=(port, stop, tally))
-    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally)) for i in range(clients)]
+    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally, mix)) for i in range(clients)]
     started = time.perf_counter()
     probe.start()
     for w in workers:
@@ -294,6 +302,8 @@ def main() -> None:
     ap.add_argument("--big-plan", type=int, default=0, help="then one plan of this many jobs")
     ap.add_argument("--workers", type=int, default=1,
                     help="server processes (gpucost serve --workers): one per core uses every core for quotes")
+    ap.add_argument("--mix", choices=sorted(MIXES), default="served",
+                    help="served: quotes 80 %%, offers 15 %%, plans 5 %%; quotes: every request a quote")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not 1 <= args.workers <= 64:
@@ -310,16 +320,19 @@ def main() -> None:
             rng = random.Random(99)
             for _ in range(30):
                 request(port, "POST", "/v1/quote", quote_body(rng, mode))
-            by_mode[mode] = [run_level(port, n, args.seconds, mode, seed=100 * n) for n in levels]
+            by_mode[mode] = [run_level(port, n, args.seconds, mode, seed=100 * n, mix=args.mix)
+                             for n in levels]
         plan_row = big_plan(port, args.big_plan) if args.big_plan else None
     rows = by_mode[modes[0]]
     if args.json:
-        print(json.dumps({"levels": rows, "modes": by_mode, "big_plan": plan_row, "distinct": args.distinct}))
+        print(json.dumps({"levels": rows, "modes": by_mode, "big_plan": plan_row, "distinct": args.distinct,
+                          "mix": args.mix}))
         return
     labels = {"pool": "quotes from a pool of 24 workloads", "tokens": "distinct quotes: a new token count each",
               "seq_len": "distinct quotes: a new seq_len each", "model": "distinct quotes: a new model each"}
-    print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {args.seconds:g} s per level; "
-          "latencies in ms")
+    mix = "quotes only" if args.mix == "quotes" else "quotes 80 %, offers 15 %, plans 5 %"
+    print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {args.seconds:g} s per level, "
+          f"{mix}; latencies in ms")
     for mode in modes:
         print(f"\n{labels[mode]}:")
         print(markdown(by_mode[mode]))

@@ -62,3 +62,27 @@ def test_the_load_bench_runs_against_a_real_server() -> None:
     assert [lv["clients"] for lv in levels] == [1, 4]
     for lv in levels:
         assert lv["errors"] == 0 and lv["quote_n"] > 0 and lv["healthz_n"] > 0
+
+
+def test_the_load_bench_sends_only_quotes_when_asked() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "load.py"), "--clients", "2", "--seconds", "2", "--mix", "quotes",
+         "--distinct", "tokens", "--json"],
+        cwd=REPO, env={**env, "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"},
+        capture_output=True, text=True, timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["mix"] == "quotes"
+    (level,) = out["levels"]
+    assert level["errors"] == 0 and level["quote_n"] > 0 and level["healthz_n"] > 0
+    assert level["offers_n"] == 0 and level["plan_n"] == 0
+
+
+def test_the_load_bench_names_a_mix_it_does_not_know() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "load.py"), "--mix", "everything"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and "--mix" in done.stderr and "Traceback" not in done.stderr
