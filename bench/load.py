@@ -6,9 +6,10 @@
 Starts ``gpucost serve`` on 127.0.0.1 (a free port) over a fresh SQLite store holding the bundled
 catalog, waits for ``/readyz``, then for each client count runs that many client threads for
 ``--seconds``, each sending the mix quotes 80 %, offers 15 %, plans 5 % back to back on its own
-keep-alive connection (``--mix quotes``: every request a quote, the issue's "4 clients of distinct
-quotes"; the served mix stays the default, and the two are different questions). One more thread probes ``/healthz`` every 20 ms during the same window: the
-baseline of the ratio, measured on the same server under the same load.
+keep-alive connection (``--mix quotes``: nothing but quotes, so the ratio below is that of clients
+who only quote, without the plans and offers pages a served mix also runs). One more thread probes
+``/healthz`` every 20 ms during the same window: the baseline of the ratio, measured on the same
+server under the same load.
 
 Quotes come from a pool of 24 workloads (presets x methods x amounts); ``--distinct`` makes
 every quote unique instead, so none is answered from the answer cache: the honest figure for a
@@ -227,7 +228,8 @@ def run_level(port: int, clients: int, seconds: float, distinct: bool | str, see
     tally = Tally()
     stop = threading.Event()
     probe = threading.Thread(target=_prober, args=(port, stop, tally))
-    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally, mix)) for i in range(clients)]
+    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally, mix))
+               for i in range(clients)]
     started = time.perf_counter()
     probe.start()
     for w in workers:
