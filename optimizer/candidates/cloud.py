@@ -135,12 +135,11 @@ def _configs(
             out.append(_Config(nodes, "none", 0, 0, 0, 0, total, cannot_keep(batch_size, offered)))
             continue
         fitted: set[str] = set()
+        roomy = False  # a scheme fits these nodes with headroom
         for sharding in _sharding_calls(workload, count, shardings):
             if sharding in _SLOWER_THAN and fitted & _SLOWER_THAN[sharding]:
                 continue  # same compute, strictly more traffic than a scheme that already fits
-            if workload.sharding == "auto" and any(
-                c.reason is None and c.nodes == nodes and not _tight(c) for c in out
-            ):
+            if roomy and workload.sharding == "auto":
                 # ``auto`` takes the lightest scheme that fits with headroom: DDP, then ZeRO-2, then
                 # ZeRO-3 (a tight fit lets the next scheme try for headroom).
                 break
@@ -202,6 +201,7 @@ def _configs(
                     source=est,
                 )
             )
+            roomy = roomy or (reason is None and not _tight(out[-1]))
     # Headroom first: a tight fit stays only where no scheme fits these nodes with headroom.
     safe_nodes = {c.nodes for c in out if c.reason is None and not _tight(c)}
     return [c for c in out if not (c.nodes in safe_nodes and c.reason is None and _tight(c))]

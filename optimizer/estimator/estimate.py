@@ -462,9 +462,8 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         return tp.tokens_per_second
 
     def one(t: rcp.Trial) -> Estimate:
-        recipe = t.recipe
-        if chose_precision:  # the request said "auto": the recipe says which precision it chose
-            recipe = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
+        # The request said "auto": the recipe says which precision it chose.
+        recipe = _precision_chosen(t.recipe) if chose_precision else t.recipe
         return _one(shape, t.workload, gpu, gpu_count, sharding, found.get(id(t.workload)), recipe)
 
     # Which recipes fit depends on the card only through its usable memory and its attention
@@ -478,6 +477,24 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         if est.fits:
             return est
     return one(rcp.least_memory_trial(w, gpu_count, sharding))
+
+
+# A searched recipe with "precision" among what was chosen, per recipe (by id, the recipe held):
+# every card a search serves shares its recipes (``_Searched``), so a new model's ~130 estimates
+# make a few dozen copies instead of one each. Recipes are frozen; estimates share them.
+_CHOSEN: dict[int, tuple[Recipe, Recipe]] = {}
+_CHOSEN_MAX = 4096
+
+
+def _precision_chosen(recipe: Recipe) -> Recipe:
+    hit = _CHOSEN.get(id(recipe))
+    if hit is not None and hit[0] is recipe:
+        return hit[1]
+    if len(_CHOSEN) >= _CHOSEN_MAX:
+        _CHOSEN.clear()
+    copy = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
+    _CHOSEN[id(recipe)] = (recipe, copy)
+    return copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,6 +573,7 @@ def clear_cache() -> None:
     _PARTS.clear()
     _VIEWS.clear()
     _TRIALS.clear()
+    _CHOSEN.clear()
     forget_step_terms()
     forget_host_parts()
     for forget in _ON_CLEAR:

@@ -242,6 +242,15 @@ class Workload(BaseModel):
         copied.__dict__["_rate_key"] = f"{self.rate_key()}/{micro}/{checkpointing}/{accumulation}"
         return copied
 
+    def with_precision_resolved(self, precision: str) -> Workload:
+        """This workload with ``precision: "auto"`` replaced by ``precision``
+        (``precision.with_precision``); like ``with_recipe``, the copy's ``rate_key`` is derived
+        from this one's (every new model resolves it per card type, and the copies' keys are read
+        at once by the estimator's memos)."""
+        copied = self.model_copy(update={"precision": precision})
+        copied.__dict__["_rate_key"] = f"{self.rate_key()}/precision={precision}"
+        return copied
+
     @cached_property
     def _amount_asked(self) -> tuple[float | None, ...]:
         return tuple(getattr(self, f) for f in AMOUNT_ORDER)

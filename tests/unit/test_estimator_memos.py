@@ -19,6 +19,7 @@ from optimizer.estimator.estimate import clear_cache, estimate
 from optimizer.estimator.gpus import gpu_spec
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.memory import fused_attention_available, memory_parts
+from optimizer.estimator.precision import with_precision
 from optimizer.estimator.shapes import resolve_model
 from optimizer.estimator.workload import Workload
 
@@ -177,6 +178,46 @@ def test_a_recipe_copy_is_keyed_from_its_workload_and_its_recipe() -> None:
     assert whole == ca and whole.rate_key() != ca.rate_key()
     clear_cache()
     assert estimate(ca, "L4").model_dump() == estimate(whole, "L4").model_dump()
+
+
+def test_a_resolved_precision_is_keyed_from_its_workload() -> None:
+    """``precision.with_precision``: the copy for a card's precision takes its rate key from its
+    workload's and the precision, not from a digest; copies of workloads that differ only in their
+    amount share it, the two precisions do not, and the copy estimates as one given that precision."""
+    a = Workload(model="qwen2.5-0.5b", method="lora", tokens=1e7)
+    b = a.model_copy(update={"tokens": 5e7})
+    a16, b16 = with_precision(a, gpu_spec("T4")), with_precision(b, gpu_spec("V100"))
+    assert (a16.precision, b16.precision, a16.tokens, b16.tokens) == ("fp16", "fp16", 1e7, 5e7)
+    assert a16 is not b16 and a16.rate_key() == b16.rate_key() != a.rate_key()
+    abf = with_precision(a, gpu_spec("A100"))
+    assert abf.precision == "bf16" and abf.rate_key() not in (a16.rate_key(), a.rate_key())
+    # A recipe's copy of the resolved copy has a key of its own too.
+    assert a16.with_recipe(4, False, 2).rate_key() not in (a16.rate_key(), abf.with_recipe(4, False, 2).rate_key())
+    given = a.model_copy(update={"precision": "fp16"})
+    assert given == a16 and given.rate_key() != a16.rate_key()
+    clear_cache()
+    auto = estimate(a, "T4")
+    clear_cache()
+    explicit = estimate(given, "T4")
+    assert auto.recipe is not None and explicit.recipe is not None
+    assert auto.recipe.chosen == (*explicit.recipe.chosen, "precision")
+    assert auto.model_dump(exclude={"recipe"}) == explicit.model_dump(exclude={"recipe"})
+
+
+def test_cards_served_by_one_search_share_the_recipe_that_says_precision_was_chosen() -> None:
+    """Under ``precision: "auto"`` every estimate's recipe lists ``precision`` as chosen; cards that
+    one recipe search serves share that recipe (one copy per searched recipe, not per card)."""
+    w = Workload(model="qwen2.5-0.5b", method="lora", tokens=1e7)
+    clear_cache()
+    ests = [estimate(w, g) for g in ("A100", "A100-80GB", "H100", "L40S", "A6000")]
+    recipes = [e.recipe for e in ests]
+    assert all(r is not None and r.chosen[-1] == "precision" and r.chosen.count("precision") == 1 for r in recipes)
+    assert len({id(r) for r in recipes}) < len(recipes)
+    for e in ests:  # the same recipe an estimate made alone, after the memos are forgotten, has
+        clear_cache()
+        assert estimate(w, e.gpu).model_dump() == e.model_dump()
+    clear_cache()
+    assert not est_mod._CHOSEN
 
 
 @pytest.mark.parametrize("w", WORKLOADS, ids=lambda w: f"{w.model}-{w.method}")
