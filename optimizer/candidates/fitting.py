@@ -10,6 +10,7 @@ from optimizer.candidates.batch import idle_warning, recipe_reason
 from optimizer.candidates.estimator import Estimator, _estimate, is_product_estimator
 from optimizer.candidates.headroom import is_safe, safer, tight_warning
 from optimizer.candidates.rejections import NO_VRAM_MARGIN
+from optimizer.estimator.construct import replaced
 from optimizer.estimator.estimate import memory_figures
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate
@@ -62,6 +63,6 @@ def settle(
             warnings.append(tight_warning(est))
     idle = gpus - used
     if idle > 0 and est.recipe is not None:
-        est = est.model_copy(update={"recipe": est.recipe.model_copy(update={"idle_gpus": idle})})
+        est = replaced(est, recipe=replaced(est.recipe, idle_gpus=idle))
         warnings.append(idle_warning(idle, gpus, workload.global_batch_size))
     return Settled(est, None, tuple(warnings))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from optimizer.estimator.construct import replaced
 from optimizer.estimator.estimate import MemoryFigures
 from optimizer.estimator.ranges import NEAR_CAPACITY
 from optimizer.estimator.recipe import concrete_workload, divisors, per_gpu_share
@@ -122,5 +123,4 @@ def safer(
         best = made
     assert best.recipe is not None  # only estimates with a recipe were kept
     # What the request left to ``auto`` is still what was chosen here.
-    recipe = best.recipe.model_copy(update={"chosen": est.recipe.chosen})
-    return best.model_copy(update={"recipe": recipe})
+    return replaced(best, recipe=replaced(best.recipe, chosen=est.recipe.chosen))
