@@ -173,8 +173,15 @@ class Tally:
                 self.latencies.setdefault(kind, []).append(seconds)
 
 
-# The share of quotes and of offers pages in each mix (plans the rest).
+# The share of quotes and of offers pages in each mix, cumulative (plans the rest).
 MIXES = {"served": (0.80, 0.95), "quotes": (1.0, 1.0)}
+
+
+def mix_label(mix: str) -> str:
+    """``MIXES[mix]`` in words: "quotes 80 %, offers 15 %, plans 5 %"."""
+    quotes, offers = MIXES[mix]
+    shares = {"quotes": quotes, "offers": offers - quotes, "plans": 1.0 - offers}
+    return ", ".join(f"{kind} {share:.0%}".replace("%", " %") for kind, share in shares.items() if share > 0)
 
 
 def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: Tally, mix: str = "served") -> None:
@@ -305,7 +312,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1,
                     help="server processes (gpucost serve --workers): one per core uses every core for quotes")
     ap.add_argument("--mix", choices=sorted(MIXES), default="served",
-                    help="served: quotes 80 %%, offers 15 %%, plans 5 %%; quotes: every request a quote")
+                    help="; ".join(f"{m}: {mix_label(m)}" for m in MIXES).replace("%", "%%"))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not 1 <= args.workers <= 64:
@@ -332,9 +339,8 @@ def main() -> None:
         return
     labels = {"pool": "quotes from a pool of 24 workloads", "tokens": "distinct quotes: a new token count each",
               "seq_len": "distinct quotes: a new seq_len each", "model": "distinct quotes: a new model each"}
-    mix = "quotes only" if args.mix == "quotes" else "quotes 80 %, offers 15 %, plans 5 %"
     print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {args.seconds:g} s per level, "
-          f"{mix}; latencies in ms")
+          f"{mix_label(args.mix)}; latencies in ms")
     for mode in modes:
         print(f"\n{labels[mode]}:")
         print(markdown(by_mode[mode]))

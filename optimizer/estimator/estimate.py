@@ -15,7 +15,7 @@ from optimizer.errors import GpucostError, InvalidInput
 from optimizer.estimator import recipe as rcp
 from optimizer.estimator.amounts import BASIS_KEY, AmountBasis, at_amount
 from optimizer.estimator.amounts import figures as amount_figures
-from optimizer.estimator.construct import constructed
+from optimizer.estimator.construct import constructed, replaced
 from optimizer.estimator.gpus import GpuSpec, canonical_gpu, gpu_spec
 from optimizer.estimator.host import HostDetail, forget_host_parts, host_notes
 from optimizer.estimator.memo import LruMemo
@@ -492,7 +492,7 @@ def _precision_chosen(recipe: Recipe) -> Recipe:
         return hit[1]
     if len(_CHOSEN) >= _CHOSEN_MAX:
         _CHOSEN.clear()
-    copy = constructed(Recipe, **{**recipe.__dict__, "chosen": (*recipe.chosen, "precision")})
+    copy = replaced(recipe, chosen=(*recipe.chosen, "precision"))
     _CHOSEN[id(recipe)] = (recipe, copy)
     return copy
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from optimizer.estimator.gpus import GpuSpec
 from optimizer.estimator.workload import Workload
 
-_RESOLVED: dict[tuple[str, tuple[float | None, ...], bool], Workload] = {}
+_RESOLVED: dict[tuple[str, bool], Workload] = {}
 _RESOLVED_MAX = 16384
 
 
@@ -37,8 +37,7 @@ def with_precision(w: Workload, gpu: GpuSpec | None) -> Workload:
     if w.precision != "auto":
         return w
     bf16 = gpu is None or gpu.supports_bf16
-    # The content without its amount, and the amount: no digest of a recipe's copy (``Workload.with_recipe``).
-    key = (w.rate_key(), w.amount(), bf16)
+    key = (w.cache_key(), bf16)
     hit = _RESOLVED.get(key)
     if hit is None:
         if len(_RESOLVED) >= _RESOLVED_MAX:

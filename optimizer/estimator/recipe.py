@@ -82,7 +82,7 @@ class Trial:
     recipe: Recipe
 
 
-_CONCRETE: dict[tuple[str, tuple[float | None, ...], int, int], Workload] = {}
+_CONCRETE: dict[tuple[str, int, int], Workload] = {}
 _CONCRETE_MAX = 16384
 
 
@@ -96,7 +96,7 @@ def concrete_workload(w: Workload, data_parallel_gpus: int, micro: int, checkpoi
     if (w.micro_batch_size, w.gradient_checkpointing, w.gradient_accumulation_steps) == (micro, checkpointing, accum):
         return w
     mode = 2 if checkpointing == "offload" else int(checkpointing)
-    key = (w.rate_key(), w.amount(), micro * 3 + mode, accum)
+    key = (w.cache_key(), micro * 3 + mode, accum)
     hit = _CONCRETE.get(key)
     if hit is None:
         if len(_CONCRETE) >= _CONCRETE_MAX:

@@ -214,11 +214,14 @@ class Workload(BaseModel):
 
     @cached_property
     def _key(self) -> str:
-        # A digest, not the JSON: cache keys stay 64 bytes whatever the model's config holds.
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        # The amount-free key (one digest, or derived for a recipe's or precision's copy) and the
+        # amount: no second digest, and a short key whatever the model's config holds.
+        return f"{self.rate_key()}|{self.amount()!r}"
 
     def cache_key(self) -> str:
-        """A digest of the workload's content, computed once per object (it is frozen)."""
+        """A key of the workload's whole content (``rate_key`` and ``amount``), computed once per
+        object (it is frozen). Workloads with different content never share it; equal ones made
+        different ways (a copy's derived key against a digest) may not, which only misses a memo."""
         return self._key
 
     @cached_property
@@ -235,20 +238,22 @@ class Workload(BaseModel):
         (``recipe.concrete_workload``). The copy's ``rate_key`` is this one's with the three values
         appended, not a new digest of its JSON: it differs from this workload in them alone, and the
         recipe search of a new model makes dozens of copies (a digest costs ~40 us each)."""
-        copied = self.model_copy(update={
+        return self._keyed_copy({
             "micro_batch_size": micro, "gradient_checkpointing": checkpointing,
             "gradient_accumulation_steps": accumulation,
-        })
-        copied.__dict__["_rate_key"] = f"{self.rate_key()}/{micro}/{checkpointing}/{accumulation}"
-        return copied
+        }, f"{micro}/{checkpointing}/{accumulation}")
 
     def with_precision_resolved(self, precision: str) -> Workload:
         """This workload with ``precision: "auto"`` replaced by ``precision``
         (``precision.with_precision``); like ``with_recipe``, the copy's ``rate_key`` is derived
-        from this one's (every new model resolves it per card type, and the copies' keys are read
-        at once by the estimator's memos)."""
-        copied = self.model_copy(update={"precision": precision})
-        copied.__dict__["_rate_key"] = f"{self.rate_key()}/precision={precision}"
+        from this one's (every new model resolves it per card type)."""
+        return self._keyed_copy({"precision": precision}, f"precision={precision}")
+
+    def _keyed_copy(self, update: dict[str, Any], suffix: str) -> Workload:
+        """This workload with ``update``, its ``rate_key`` this one's and ``suffix`` (which names
+        the updated values: no two updates of one workload may share it)."""
+        copied = self.model_copy(update=update)
+        copied.__dict__["_rate_key"] = f"{self.rate_key()}/{suffix}"
         return copied
 
     @cached_property
