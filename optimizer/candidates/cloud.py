@@ -97,6 +97,10 @@ class _Config:
     source: Estimate | None = field(default=None, compare=False, repr=False)
 
 
+# A group's (GPU, GPUs per node, memory per GPU, inter-node fabric, subscription plan).
+_GroupKey = tuple[str, float, float, bool, str | None]
+
+
 def _offer_label(o: Offer) -> str:
     return f"{o.provider}/{o.instance_type}"
 
@@ -477,13 +481,13 @@ class _Recorded:
 # each entry holds both, so neither id can belong to another object while the entry lives. The
 # groups are shared and never changed by their readers.
 _FILTERED: LruMemo[tuple[object, ...], tuple[OfferList, PriceScreen | None,
-                                             dict[tuple[str, float, float, bool], _Group],
+                                             dict[_GroupKey, _Group],
                                              tuple[tuple[str, str], ...]]] = LruMemo(64)
 
 
 def _filter_offers(
     offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally, screen: PriceScreen | None = None
-) -> dict[tuple[str, float, float, bool], _Group]:
+) -> dict[_GroupKey, _Group]:
     """``offers`` that pass ``constraints`` and the price screen, grouped by (GPU, GPUs per node,
     memory, fabric, plan); the others tallied with their reason. Kept per list (above)."""
     if not isinstance(offers, OfferList):
@@ -494,7 +498,7 @@ def _filter_offers(
         constraints.allow_spot, constraints.allow_suspect_prices, id(screen),
     )
 
-    def group() -> tuple[OfferList, PriceScreen | None, dict[tuple[str, float, float, bool], _Group],
+    def group() -> tuple[OfferList, PriceScreen | None, dict[_GroupKey, _Group],
                          tuple[tuple[str, str], ...]]:
         recorded = _Recorded()
         groups = _grouped(offers, constraints, recorded, screen)  # type: ignore[arg-type]
@@ -508,11 +512,11 @@ def _filter_offers(
 
 def _grouped(
     offers: Iterable[Offer], constraints: Constraints, tally: RejectionTally, screen: PriceScreen | None = None
-) -> dict[tuple[str, float, float, bool], _Group]:
+) -> dict[_GroupKey, _Group]:
     providers = {p.lower() for p in constraints.providers} if constraints.providers else None
     regions = set(constraints.regions) if constraints.regions else None
     gpus = _wanted_gpus(constraints)
-    groups: dict[tuple[str, float, float, bool], _Group] = {}
+    groups: dict[_GroupKey, _Group] = {}
     for o in offers:
         gpu = _canonical(o.gpu)
         if gpu is None:
@@ -536,7 +540,7 @@ def _grouped(
         fabric = bool(getattr(o, "inter_node_fabric", False))
         # A subscription's offers form groups of their own: its session limits change the hours.
         plan = subscription_of(o.provider, o.instance_type)
-        key = (gpu, o.gpu_count, o.gpu_vram_gb, fabric, plan.plan if plan else None)  # type: ignore[assignment]
+        key = (gpu, o.gpu_count, o.gpu_vram_gb, fabric, plan.plan if plan else None)
         g = groups.get(key)
         if g is None:
             g = groups[key] = _Group(gpu, o.gpu_count, o.gpu_vram_gb, fabric, subscription=plan)
@@ -603,8 +607,8 @@ def cloud_candidates(
 
             key = (kept_as, group.gpu, gpn, group.vram_gb, assumptions.max_nodes, max_gpus, quota,
                    group.fabric, assumptions.setup_hours, constraints.safety_margin)
-            cfgs = _kept(key, make, memo, workload, gpn, assumptions.setup_hours) if reuse else make(memo)
-            made.append((group, provider, members, cfgs))
+            kept_cfgs = _kept(key, make, memo, workload, gpn, assumptions.setup_hours) if reuse else make(memo)
+            made.append((group, provider, members, kept_cfgs))
     for group, provider, members, cfgs in made:
         if cfgs is None:
             for o in members:

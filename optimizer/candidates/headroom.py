@@ -15,6 +15,7 @@ how far the truth may lie above the point). So option generation checks each fit
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from optimizer.estimator.construct import replaced
 from optimizer.estimator.estimate import MemoryFigures
@@ -23,6 +24,7 @@ from optimizer.estimator.recipe import concrete_workload, divisors, per_gpu_shar
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate
 
+Checkpointing = bool | Literal["offload"]
 EstimateFn = Callable[[Workload, str, int, "str | None"], "Estimate | str"]
 FiguresFn = Callable[[Workload, str, int, "str | None"], "MemoryFigures | None"]
 
@@ -60,7 +62,7 @@ def tight_warning(est: Estimate) -> str:
     )
 
 
-def _tries(w: Workload, est: Estimate) -> list[tuple[int, bool]]:
+def _tries(w: Workload, est: Estimate) -> list[tuple[int, Checkpointing]]:
     """Recipes with less memory than ``est``'s, fastest first within each checkpointing choice."""
     r = est.recipe
     assert r is not None
@@ -71,7 +73,7 @@ def _tries(w: Workload, est: Estimate) -> list[tuple[int, bool]]:
     ckpts = [r.gradient_checkpointing]
     if w.gradient_checkpointing == "auto" and not r.gradient_checkpointing:
         ckpts.append(True)
-    out: list[tuple[int, bool]] = []
+    out: list[tuple[int, Checkpointing]] = []
     for c in ckpts:
         out.extend((m, c) for m in micros if (m, c) != (r.micro_batch_size, r.gradient_checkpointing))
     return out
@@ -93,7 +95,7 @@ def safer(
         return None
     # Safe recipes in the order found: an estimate, or the figures of one not made yet.
     found: list[tuple[float, Estimate | tuple[Workload, MemoryFigures]]] = []
-    done: set[bool] = set()
+    done: set[Checkpointing] = set()
     for micro, ckpt in _tries(w, est):
         if ckpt in done:
             continue

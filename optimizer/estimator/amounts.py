@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING
 
 from optimizer.estimator.construct import replaced
 from optimizer.estimator.host import HostDetail, dataset_gb, host_needs, needs_of, with_dataset
-from optimizer.estimator.throughput import RunTerms, run_hours, run_terms, run_tokens
+from optimizer.estimator.memory import MemoryParts
+from optimizer.estimator.shapes import ModelShape
+from optimizer.estimator.throughput import RunTerms, Throughput, run_hours, run_terms, run_tokens
 from optimizer.estimator.workload import AMOUNT_ORDER, Workload
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from optimizer.estimator.memory import MemoryParts
-    from optimizer.estimator.shapes import ModelShape
-    from optimizer.estimator.throughput import Throughput
     from optimizer.results import Estimate
 
 # Key in ``Estimate.details`` holding the estimate's ``AmountBasis`` (never serialised: the

@@ -40,7 +40,7 @@ def _plan_of(cls: type[BaseModel]) -> _Plan | None:
         or cls.model_config.get("extra") == "allow"
     ):
         return None
-    plan = []
+    plan: list[tuple[str, int, Any, FieldInfo]] = []
     for name, f in cls.__pydantic_fields__.items():
         if (f.alias is not None and f.alias != name) or f.validation_alias is not None:
             return None

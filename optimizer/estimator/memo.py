@@ -36,7 +36,7 @@ class LruMemo(Generic[K, V]):
                 data.move_to_end(key)
             except KeyError:
                 pass
-            return value  # type: ignore[no-any-return]
+            return value  # type: ignore[return-value,no-any-return,unused-ignore]
         value = compute()
         with self._lock:
             data[key] = value

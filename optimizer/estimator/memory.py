@@ -47,6 +47,7 @@ Gradients are counted in every phase: after the first step their blocks stay res
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from optimizer.estimator import calibration as cal
 from optimizer.estimator import vision
@@ -184,7 +185,7 @@ def _block_weight_params(shape: ModelShape) -> float:
 
 def _vision_activations(shape: ModelShape, w: Workload, resid_b: float, flash: bool) -> tuple[float, float, int]:
     """(saved bytes, one block's working set, sequence length) of an image micro-batch."""
-    b = w.micro_batch_size
+    b = cast(int, w.micro_batch_size)
     c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
     if shape.arch == "cnn":
         fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
@@ -217,7 +218,7 @@ def memory_parts(
     prof = stack_profile(w.stack)
 
     flash = fused_attention_available(gpu, w, shape.attn_head_dim)
-    b, s = w.micro_batch_size, w.seq_len
+    b, s = cast(int, w.micro_batch_size), w.seq_len
     # The residual stream has the weights' dtype: fp32 under fp32 and under torch AMP (fp32
     # parameters) and QLoRA's k-bit upcast; 16 bits for frozen 16-bit bases, bf16-true and
     # sharded mixed precision.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from optimizer.estimator import calibration as cal
 from optimizer.estimator import vision
@@ -193,7 +194,7 @@ def nchw_transpose_bytes(shape: ModelShape, w: Workload, gpu: GpuSpec) -> float:
     c = 4.0 if resolve_precision(w.precision, gpu) in ("fp32", "tf32") else 2.0
     # Half the transposes are of input-sized maps, half of output-sized: io elements x count / 2,
     # each read and written (x 2).
-    moved = w.micro_batch_size * fig.conv_io_elements * cal.NCHW_TRANSPOSES_PER_CONV.value * c
+    moved = cast(int, w.micro_batch_size) * fig.conv_io_elements * cal.NCHW_TRANSPOSES_PER_CONV.value * c
     if w.gradient_checkpointing:
         moved *= 4.0 / 3.0  # the recomputed forward transposes again
     return moved
@@ -309,21 +310,21 @@ def _activation_traffic_bytes(shape: ModelShape, w: Workload, mem: MemoryParts) 
     if shape.arch == "cnn":
         fig = vision.resnet_figures(shape.depths, w.image_size, num_classes=shape.num_classes)
         c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
-        act = w.micro_batch_size * fig.saved_elements * c
+        act = cast(int, w.micro_batch_size) * fig.saved_elements * c
         passes = cal.CNN_TRAFFIC.value
     else:
         if mem.layer_bytes:
             act = shape.layers * mem.layer_bytes
         else:  # a ViT: its blocks over the patch tokens
             seq = tokens_per_sample(shape, w)
-            tokens = w.micro_batch_size * seq
+            tokens = cast(int, w.micro_batch_size) * seq
             act = shape.layers * tokens * layer_bytes_per_token(shape, w, mem.flash_attention, mem.residual_bytes, seq)
         passes = cal.ACTIVATION_TRAFFIC.value
     c = 4.0 if w.precision in ("fp32", "tf32") else 2.0
     logits = 0.0
     if shape.lm_head:
         # Fused losses never hold the logits but still write and read them chunk by chunk.
-        logits = max(mem.logits_bytes, w.micro_batch_size * w.seq_len * shape.vocab * c)
+        logits = max(mem.logits_bytes, cast(int, w.micro_batch_size) * w.seq_len * shape.vocab * c)
     traffic = passes * prof.traffic_share * (act + logits)
     if w.gradient_checkpointing:
         traffic *= 4.0 / 3.0  # the recomputed forward writes its activations again
@@ -370,7 +371,7 @@ def throughput(
     model_fpt, hw_fpt = terms.model_flops_per_token, terms.hardware_flops_per_token
     peak = effective_peak_tflops(gpu, w.precision, convolutions=shape.arch == "cnn")
     per_sample = terms.tokens_per_sample
-    tokens = w.micro_batch_size * per_sample
+    tokens = cast(int, w.micro_batch_size) * per_sample
     eff = matmul_efficiency(gpu, shape, w.precision)
     compute_s = tokens * hw_fpt * conv_work_share(shape, w, gpu) / (peak * 1e12 * eff)
 
@@ -425,7 +426,7 @@ def throughput(
         memory_seconds=memory_s,
         comm_seconds=comm_s,
         peak_tflops=peak,
-        samples_per_second=gpu_count * w.micro_batch_size / step_s,
+        samples_per_second=gpu_count * cast(int, w.micro_batch_size) / step_s,
         dispatch_seconds=dispatch_s,
         step_overhead_seconds=step_overhead,
         offload_seconds=offload_s,
