@@ -1,0 +1,150 @@
+"""The compiled estimator modules (optimizer/native.py, scripts/native.py): the same answers as the
+Python ones, byte for byte, and never a build other than the one made from the sources as they are."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optimizer import native
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Quotes and estimates across what the compiled modules decide: model sizes given by name, by
+# dimensions and by a new parameter count; methods, precisions, recipes given or left to auto;
+# sharding; constraints that prune (deadline, budget, max GPUs, providers, safety margin), spot
+# with its reclaim risk, egress, quotas, several runs; then an estimate per card and a plan.
+GRID = r"""
+import json, sys
+from optimizer import native
+from optimizer.estimator.estimate import estimate
+from optimizer.estimator.workload import Workload
+from service.answers import plan_answer, quote_answer
+from service.commands._common import open_reader_from_settings
+from service.schemas import PlanRequest, QuoteRequest
+
+store = open_reader_from_settings()
+print(json.dumps({"compiled": native.compiled()}))
+models = ["gpt2", "qwen2.5-0.5b", "llama-3-8b", "bert-base", "resnet50",
+          {"params_b": 0.731, "name": "new-size"},
+          {"params_b": 0.9, "hidden": 1536, "layers": 20, "heads": 12, "vocab": 50000, "name": "dims"}]
+constraints = [{}, {"deadline_hours": 6}, {"budget_usd": 40}, {"allow_spot": True, "deadline_hours": 48},
+               {"allow_spot": True, "egress_gb": 200}, {"max_gpus": 2, "safety_margin": 0.15},
+               {"providers": ["aws", "gcp"], "respect_quotas": True}]
+for i, model in enumerate(models):
+    for j, method in enumerate(["full", "lora", "qlora"]):
+        w = {"model": model, "method": method, "precision": ["auto", "bf16", "fp16"][(i + j) % 3]}
+        if model == "resnet50":
+            w.update(dataset_samples=200_000, epochs=2)
+        else:
+            w.update(tokens=3e7 * (1 + i + j), seq_len=[512, 1024, 2048][j])
+        if (i + j) % 4 == 1:
+            w.update(micro_batch_size=4, gradient_checkpointing=True)
+        if (i + j) % 5 == 2:
+            w.update(sharding="auto")
+        body = {"workload": w, "constraints": constraints[(i + 2 * j) % len(constraints)],
+                "runs": 1 + (i * j) % 3, "top": 8}
+        q = quote_answer(QuoteRequest.model_validate(body), store).model_dump(mode="json")
+        q.get("solver", {}).pop("seconds", None)
+        print(json.dumps(q, sort_keys=True))
+        for gpu, n in (("A100-80GB", 1), ("RTX4090", 2), ("T4", 4), ("H100", 8)):
+            try:  # a refused request (LoRA of a CNN) is refused the same way
+                e = estimate(Workload.model_validate(w), gpu, n, "auto", suggest=True)
+            except Exception as exc:
+                print(json.dumps({"refused": type(exc).__name__, "why": str(exc)}))
+                continue
+            print(json.dumps(e.model_dump(mode="json"), sort_keys=True))
+plan = {"jobs": [{"name": f"j{k}", "workload": {"model": m, "method": "lora", "tokens": 2e8 * (k + 1)},
+                  "runs_per_month": 2} for k, m in enumerate(["gpt2", "qwen2.5-0.5b", "llama-3-8b"])],
+        "horizon_months": 6}
+p = plan_answer(PlanRequest.model_validate(plan), store).model_dump(mode="json")
+p.pop("timing")  # seconds spent
+p.get("solver", {}).pop("seconds", None)
+p.get("solver", {}).pop("time_limit_s", None)
+print(json.dumps(p, sort_keys=True))
+"""
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
+    env.update(GPUCOST_DB_URL=f"sqlite:///{tmp_path / 'g.sqlite'}", XDG_DATA_HOME=str(tmp_path),
+               GPUCOST_ANSWER_CACHE="false", AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true", **extra)
+    return env
+
+
+def _python(code: str, env: dict[str, str]) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout's build when it is current (scripts/setup makes it), else one made here."""
+    if native.current_build(native.native_dir()) is not None:
+        return native.native_dir()
+    out = tmp_path_factory.mktemp("native") / native.build_tag()
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "native.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, f"scripts/native.py could not build the modules:\n{done.stderr[-3000:]}"
+    return out
+
+
+def test_compiled_modules_answer_as_the_python_ones(build: Path, tmp_path: Path) -> None:
+    compiled = _python(GRID, _env(tmp_path, GPUCOST_NATIVE_DIR=str(build)))
+    python = _python(GRID, _env(tmp_path, GPUCOST_NATIVE="0"))
+    assert json.loads(compiled[0]) == {"compiled": list(native.MODULES)}
+    assert json.loads(python[0]) == {"compiled": []}
+    assert len(compiled) == len(python) > 60
+    assert sum('"refused"' in line for line in python) == 8  # LoRA and QLoRA of resnet50, on 4 cards
+    for a, b in zip(compiled[1:], python[1:], strict=True):
+        assert a == b
+
+
+def _compiled_in(env: dict[str, str]) -> list[str]:
+    out = _python("import json, optimizer.estimator.estimate, optimizer.candidates.cloud\n"
+                  "from optimizer import native; print(json.dumps(native.compiled()))", env)
+    return json.loads(out[-1])
+
+
+def test_a_build_of_other_sources_is_not_used(build: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy" / build.name
+    shutil.copytree(build, copy)
+    assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == list(native.MODULES)
+    manifest = json.loads((copy / native.MANIFEST).read_text())
+    manifest["sources"]["optimizer.estimator.memory"] = "0" * 64  # built before an edit to memory.py
+    (copy / native.MANIFEST).write_text(json.dumps(manifest))
+    assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == []
+    manifest = json.loads((build / native.MANIFEST).read_text())
+    manifest["tag"] = "cpython-399-other"  # built by another interpreter
+    (copy / native.MANIFEST).write_text(json.dumps(manifest))
+    assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == []
+    (copy / native.MANIFEST).unlink()
+    assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == []
+
+
+def test_gpucost_native_0_runs_the_python_modules(build: Path, tmp_path: Path) -> None:
+    assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(build), GPUCOST_NATIVE="0")) == []
+
+
+def test_the_cli_quotes_the_same_either_way(build: Path, tmp_path: Path) -> None:
+    """``gpucost quote`` through its entry point, with and without the build."""
+    args = ["quote", "--model", "qwen2.5-1.5b", "--method", "lora", "--tokens", "3e8", "--spot", "--json"]
+    outs = []
+    for extra in ({"GPUCOST_NATIVE_DIR": str(build)}, {"GPUCOST_NATIVE": "0"}):
+        done = subprocess.run([sys.executable, "-c", "from service.cli import main; main()", *args], cwd=REPO,
+                              env=_env(tmp_path, **extra), capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        q = json.loads(done.stdout)
+        q.get("solver", {}).pop("seconds", None)
+        outs.append(q)
+    assert outs[0] == outs[1]
+    assert outs[0]["best"]
