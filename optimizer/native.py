@@ -94,10 +94,16 @@ def current_build(folder: Path) -> dict[str, Path] | None:
             return None
         if any(manifest["sources"][m] != source_digest(m) for m in MODULES):
             return None
-        files = {name: folder / rel for name, rel in manifest["extensions"].items()}
+        files = {name: (folder / rel).resolve() for name, rel in manifest["extensions"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return files if all(f.is_file() for f in files.values()) else None
+    # Only the listed modules and mypyc's one runtime library, from files inside the folder.
+    others = [name for name in files if name not in MODULES]
+    if (not set(MODULES) <= set(files) or len(others) != 1 or not others[0].endswith("__mypyc")
+            or "." in others[0]):
+        return None
+    inside = folder.resolve()
+    return files if all(f.is_file() and f.is_relative_to(inside) for f in files.values()) else None
 
 
 _FINDER: _Finder | None = None

@@ -126,6 +126,10 @@ def test_a_build_of_other_sources_is_not_used(build: Path, tmp_path: Path) -> No
     manifest["tag"] = "cpython-399-other"  # built by another interpreter
     (copy / native.MANIFEST).write_text(json.dumps(manifest))
     assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == []
+    manifest["tag"] = native.build_tag()
+    manifest["extensions"]["json"] = manifest["extensions"]["optimizer.estimator.memory"]  # not one of ours
+    (copy / native.MANIFEST).write_text(json.dumps(manifest))
+    assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == []
     (copy / native.MANIFEST).unlink()
     assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(copy))) == []
 
