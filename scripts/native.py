@@ -31,6 +31,8 @@ from optimizer import native
 
 def build(out: Path) -> dict[str, object]:
     """Compile ``native.MODULES`` into ``out`` (replaced); returns the manifest written."""
+    import mypy.version  # the compiler: missing without the dev extra
+
     digests = {m: native.source_digest(m) for m in native.MODULES}
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     with tempfile.TemporaryDirectory(prefix="gpucost-native-") as tmp:
@@ -54,17 +56,19 @@ def build(out: Path) -> dict[str, object]:
         extensions[shared[0].name[: -len(suffix)]] = shared[0].name
         if {m: native.source_digest(m) for m in native.MODULES} != digests:
             raise RuntimeError("the sources changed while they were compiled; run it again")
+        manifest: dict[str, object] = {"tag": native.build_tag(), "mypy": mypy.version.__version__,
+                                       "sources": digests, "extensions": extensions}
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
-        for rel in extensions.values():
-            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(work / rel, stage / rel)
-    import mypy.version
-
-    manifest: dict[str, object] = {"tag": native.build_tag(), "mypy": mypy.version.__version__,
-                                   "sources": digests, "extensions": extensions}
-    (stage / native.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    stage.chmod(0o755)  # mkdtemp makes it private
+        try:
+            for rel in extensions.values():
+                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(work / rel, stage / rel)
+            (stage / native.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            stage.chmod(0o755)  # mkdtemp makes it private
+        except OSError:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
     old = out.with_name(out.name + f".old-{os.getpid()}")
     if out.exists():
         out.rename(old)
