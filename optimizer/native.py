@@ -109,20 +109,17 @@ def current_build(folder: Path) -> dict[str, Path] | None:
 _FINDER: _Finder | None = None
 
 
-def install() -> tuple[str, ...]:
-    """Serve the compiled modules when a current build exists and ``GPUCOST_NATIVE`` is not "0";
-    returns the modules it serves. Must run before they are first imported (``optimizer/__init__``)."""
+def install() -> None:
+    """Serve the compiled modules when a current build exists and ``GPUCOST_NATIVE`` is not "0"
+    (``compiled`` says which were). Must run before they are first imported (``optimizer/__init__``)."""
     global _FINDER
-    if _FINDER is not None:
-        return tuple(m for m in MODULES if m in _FINDER.files)
-    if os.environ.get("GPUCOST_NATIVE", "1").strip() == "0":
-        return ()
+    if _FINDER is not None or os.environ.get("GPUCOST_NATIVE", "1").strip() == "0":
+        return
     files = current_build(native_dir())
     if files is None or any(m in sys.modules for m in MODULES):
-        return ()
+        return
     _FINDER = _Finder(files)
     sys.meta_path.insert(0, _FINDER)
-    return MODULES
 
 
 def compiled() -> tuple[str, ...]:

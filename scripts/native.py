@@ -29,8 +29,8 @@ os.environ["GPUCOST_NATIVE"] = "0"  # this process only reads the sources
 from optimizer import native
 
 
-def build(out: Path) -> dict[str, object]:
-    """Compile ``native.MODULES`` into ``out`` (replaced); returns the manifest written."""
+def build(out: Path) -> None:
+    """Compile ``native.MODULES`` into ``out`` (replaced), with its manifest."""
     import mypy.version  # the compiler: missing without the dev extra
 
     digests = {m: native.source_digest(m) for m in native.MODULES}
@@ -74,7 +74,6 @@ def build(out: Path) -> dict[str, object]:
         out.rename(old)
     stage.rename(out)
     shutil.rmtree(old, ignore_errors=True)
-    return manifest
 
 
 def main() -> int:
