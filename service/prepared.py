@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib
 import logging
 import os
 import pickle
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from optimizer.candidates.offer_groups import OfferIndex, index_for, remember_index
+from optimizer.native import source_path
 from optimizer.offer import LocalBuild, Offer
 from pricing.price_view import PriceView
 from pricing.store.peek import (
@@ -65,7 +65,10 @@ class Prepared:
 def _code_digest() -> str:
     digest = hashlib.sha256(f"format {FORMAT}\n".encode())
     for name in _SHAPING:
-        digest.update(Path(importlib.import_module(name).__file__ or "").read_bytes())
+        # The source, also for a module served compiled (``optimizer.native``): its extension's bytes
+        # need not change with its code, while a build is only used when made from this very source.
+        # So a compiled and a Python process read the same file, and an edit is never missed.
+        digest.update(source_path(name).read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -152,3 +152,6 @@ def test_the_cli_quotes_the_same_either_way(build: Path, tmp_path: Path) -> None
         outs.append(q)
     assert outs[0] == outs[1]
     assert outs[0]["best"]
+    # The second quote read the prepared snapshot the first one wrote (service/prepared.py names it
+    # by the sources, not by the extension's bytes, which need not change with the code).
+    assert len(list((tmp_path / "g.sqlite.prepared").glob("*.pickle"))) == 2  # the views, and by regions
