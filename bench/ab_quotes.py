@@ -33,6 +33,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+from code_state import describe
 from load import HOST, server  # the bench folder's own server helper
 
 WORKLOAD = {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 20_000_000, "seq_len": 512}
@@ -88,6 +89,7 @@ def main() -> None:
     if args.pg_url:  # each side's database: new, dropped afterwards (the tests' own helper)
         sys.path.insert(0, str(REPO))
         from tests.integration._pricestore import fresh_pg_database
+    print(f"this checkout's side: {describe()}; the base runs its own code, as Python")
     work = Path(tempfile.mkdtemp(prefix="gpucost-ab-"))
     tree = work / "base"
     subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=REPO, check=True,

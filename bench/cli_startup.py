@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from code_state import bytecode_current, describe  # bench/ is on sys.path when run as a script
+
 QUOTE = ["quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "1e8", "--json"]
 
 # Libraries a quote has no use for; each would cost tens to hundreds of milliseconds to import.
@@ -111,6 +113,7 @@ def main() -> None:
     env = {**os.environ, "GPUCOST_DB_URL": f"sqlite:///{work / 'g.sqlite'}", "XDG_DATA_HOME": str(work),
            "GPUCOST_ANSWER_CACHE": "false", "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
 
+    print(describe(env))
     t = time.perf_counter()
     first = subprocess.run([*gpucost(), *QUOTE], env=env, check=True, capture_output=True, text=True)
     json.loads(first.stdout)  # one JSON document, or this bench measures a broken command
@@ -125,9 +128,11 @@ def main() -> None:
     prepared = work / "g.sqlite.prepared"
     results["the same quote, its snapshot not yet prepared (first quote on new prices)"] = timed(
         ["sh", "-c", f'rm -rf "{prepared}" && exec "$@"', "sh", *gpucost(), *QUOTE], env, args.runs)
-    if env.get("PYTHONDONTWRITEBYTECODE"):
-        # Set here, every run compiles the project's sources again; an installed package reads
-        # its cached bytecode. Time the quote that way too (one run first writes the cache).
+    fresh, sources = bytecode_current()
+    if env.get("PYTHONDONTWRITEBYTECODE") and fresh < sources:
+        # Set here, and the project's bytecode not written (scripts/setup writes it), every run
+        # compiles the project's sources again; an installed package reads its cached bytecode.
+        # Time the quote that way too (one run first writes the cache).
         cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         subprocess.run([*gpucost(), *QUOTE], env=cached, check=True, stdout=subprocess.DEVNULL)
         results["the same quote, bytecode cached (PYTHONDONTWRITEBYTECODE unset)"] = timed(

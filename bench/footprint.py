@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cli_startup import gpucost, timed  # bench/ is on sys.path when run as a script
+from code_state import describe
 
 MODELS = ["llama-3-8b", "qwen2.5-7b", "qwen2.5-3b", "qwen2.5-1.5b", "qwen2.5-0.5b", "gpt2", "bert-base", "distilbert"]
 
@@ -72,6 +73,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gpucost-footprint-"))
     env = {**os.environ, "GPUCOST_DB_URL": f"sqlite:///{work / 'g.sqlite'}", "XDG_DATA_HOME": str(work),
            "GPUCOST_ANSWER_CACHE": "false", "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
+    print(describe(env))
     req = work / "quote.json"
     req.write_text(json.dumps({"workload": workload(0)}))
     t = time.perf_counter()

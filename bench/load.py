@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from code_state import describe  # bench/ is on sys.path when run as a script
+
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 MODELS = ["gpt2", "qwen2.5-0.5b", "qwen2.5-1.5b", "llama-3-8b", "mistral-7b", "bert-base"]
@@ -321,6 +323,7 @@ def main() -> None:
     modes = [m.strip() for m in args.distinct.split(",") if m.strip()]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--distinct: modes are {', '.join(MODES)}")
+    code = describe()
     by_mode: dict[str, list[dict[str, Any]]] = {}
     with server(args=["--workers", str(args.workers)]) as base:
         port = int(base.rsplit(":", 1)[1])
@@ -335,10 +338,11 @@ def main() -> None:
     rows = by_mode[modes[0]]
     if args.json:
         print(json.dumps({"levels": rows, "modes": by_mode, "big_plan": plan_row, "distinct": args.distinct,
-                          "mix": args.mix}))
+                          "mix": args.mix, "code": code}))
         return
     labels = {"pool": "quotes from a pool of 24 workloads", "tokens": "distinct quotes: a new token count each",
               "seq_len": "distinct quotes: a new seq_len each", "model": "distinct quotes: a new model each"}
+    print(code)
     print(f"gpucost serve on loopback, bundled catalog, {os.cpu_count()} CPUs, {args.seconds:g} s per level, "
           f"{mix_label(args.mix)}; latencies in ms")
     for mode in modes:

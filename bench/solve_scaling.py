@@ -25,15 +25,17 @@ import statistics
 import time
 from collections.abc import Callable
 
+from code_state import describe  # bench/ is on sys.path when run as a script
+
 from optimizer import costs
 from optimizer.candidates.offer_groups import OfferIndex
 from optimizer.estimator.estimate import clear_cache, estimate, resolve_sharding
 from optimizer.estimator.gpus import find_gpu
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.ilp.solve import solver_name
+from optimizer.offer import LocalBuild, Offer
 from optimizer.plan import PlanJobInput, plan
 from optimizer.quote import quote
-from optimizer.offer import LocalBuild, Offer
 from pricing.snapshot.loader import load_bundled
 
 MODELS = ["llama-3-8b", "qwen2.5-7b", "mistral-7b", "qwen2.5-3b", "qwen2.5-1.5b", "qwen2.5-0.5b", "gpt2",
@@ -182,6 +184,7 @@ def main() -> None:
     ap.add_argument("--grow", type=int, default=100_000)
     ap.add_argument("--plans", default="10,50,100")
     args = ap.parse_args()
+    print(describe())
     offers, builds = catalog()
     print(f"bundled catalog: {len(offers)} offers, {len(builds)} builds; solver {solver_name()}")
     t = time.perf_counter()

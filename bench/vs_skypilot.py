@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import itertools
 import http.client
+import itertools
 import json
 import os
 import shutil
@@ -56,6 +56,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from code_state import describe  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 SKYPILOT_VERSION = "0.14.1"
@@ -443,6 +445,7 @@ def main() -> None:
         print(f"installed skypilot=={SKYPILOT_VERSION} into a throwaway venv in {install_s:.0f} s")
     work = Path(tempfile.mkdtemp(prefix="gpucost-vs-sky-"))
     env = gpucost_env(work)
+    print(describe(env))
     t = time.perf_counter()
     subprocess.run([*gpucost_cmd(), "prices", "import", "--format", "skypilot", str(args.catalog), "--json"],
                    env=env, check=True, stdout=subprocess.DEVNULL)

@@ -3,6 +3,7 @@ Python ones, byte for byte, and never a build other than the one made from the s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -136,6 +137,17 @@ def test_a_build_of_other_sources_is_not_used(build: Path, tmp_path: Path) -> No
 
 def test_gpucost_native_0_runs_the_python_modules(build: Path, tmp_path: Path) -> None:
     assert _compiled_in(_env(tmp_path, GPUCOST_NATIVE_DIR=str(build), GPUCOST_NATIVE="0")) == []
+
+
+def test_the_benches_say_which_modules_ran_compiled(build: Path, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("code_state", REPO / "bench" / "code_state.py")
+    assert spec and spec.loader
+    code_state = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code_state)
+    n = len(native.MODULES)
+    assert code_state.compiled_modules(_env(tmp_path, GPUCOST_NATIVE_DIR=str(build))) == (n, n)
+    assert code_state.describe(_env(tmp_path, GPUCOST_NATIVE_DIR=str(build))).startswith(
+        f"code measured: {n} of {n} estimator modules compiled; bytecode current for ")
 
 
 def test_the_cli_quotes_the_same_either_way(build: Path, tmp_path: Path) -> None:

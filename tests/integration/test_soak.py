@@ -58,7 +58,9 @@ def test_the_load_bench_runs_against_a_real_server() -> None:
         capture_output=True, text=True, timeout=400,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    levels = json.loads(done.stdout.strip().splitlines()[-1])["levels"]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    levels = out["levels"]
+    assert "estimator modules compiled" in out["code"]
     assert [lv["clients"] for lv in levels] == [1, 4]
     for lv in levels:
         assert lv["errors"] == 0 and lv["quote_n"] > 0 and lv["healthz_n"] > 0
