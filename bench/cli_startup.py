@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -32,8 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from code_state import bytecode_current, describe  # bench/ is on sys.path when run as a script
+from code_state import PACKAGES, describe  # bench/ is on sys.path when run as a script
 
+REPO = Path(__file__).resolve().parents[1]
 QUOTE = ["quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "1e8", "--json"]
 
 # Libraries a quote has no use for; each would cost tens to hundreds of milliseconds to import.
@@ -65,6 +67,18 @@ print(json.dumps({"import": t2 - t0, "open": t3 - t2, "quote": t4 - t3, "reader"
 def gpucost() -> list[str]:
     exe = Path(sys.executable).with_name("gpucost")
     return [str(exe)] if exe.exists() else [sys.executable, "-c", "from service.cli import main; main()"]
+
+
+def without_bytecode(work: Path) -> Path:
+    """A folder holding a copy of the project's packages without their bytecode, and of the
+    estimator's compiled build (its manifest names the same sources, so it is used there too):
+    on ``PYTHONPATH`` it comes before the editable install's finder."""
+    copy = work / "no-bytecode"
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    if (REPO / ".native").is_dir():
+        shutil.copytree(REPO / ".native", copy / ".native")
+    return copy
 
 
 def timed(cmd: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
@@ -108,8 +122,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="runs per command (p50 reported)")
     args = ap.parse_args()
-
     work = Path(tempfile.mkdtemp(prefix="gpucost-clistart-"))
+    try:
+        measure(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, work: Path) -> None:
     env = {**os.environ, "GPUCOST_DB_URL": f"sqlite:///{work / 'g.sqlite'}", "XDG_DATA_HOME": str(work),
            "GPUCOST_ANSWER_CACHE": "false", "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
 
@@ -128,15 +148,12 @@ def main() -> None:
     prepared = work / "g.sqlite.prepared"
     results["the same quote, its snapshot not yet prepared (first quote on new prices)"] = timed(
         ["sh", "-c", f'rm -rf "{prepared}" && exec "$@"', "sh", *gpucost(), *QUOTE], env, args.runs)
-    fresh, sources = bytecode_current()
-    if env.get("PYTHONDONTWRITEBYTECODE") and fresh < sources:
-        # Set here, and the project's bytecode not written (scripts/setup writes it), every run
-        # compiles the project's sources again; an installed package reads its cached bytecode.
-        # Time the quote that way too (one run first writes the cache).
-        cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        subprocess.run([*gpucost(), *QUOTE], env=cached, check=True, stdout=subprocess.DEVNULL)
-        results["the same quote, bytecode cached (PYTHONDONTWRITEBYTECODE unset)"] = timed(
-            [*gpucost(), *QUOTE], cached, args.runs)
+    # What scripts/setup's bytecode step buys: the quote from a copy of the project's packages (and
+    # its compiled build) that has no bytecode, each run compiling the modules it imports, as every
+    # command did here before setup wrote it (PYTHONDONTWRITEBYTECODE set, as on this machine).
+    copy = without_bytecode(work)
+    results["the same quote, the project's bytecode not written (a copy without it)"] = timed(
+        [*gpucost(), *QUOTE], {**env, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}, args.runs)
     base_wall, base_cpu = results["python -c pass"]
     help_wall = results["gpucost --help"][0]
     print(f"p50 of {args.runs} runs each, same machine, same run:")

@@ -204,3 +204,18 @@ def test_no_route_takes_or_gives_a_model_built_on_first_use() -> None:
                     checked.add(t)
                     assert not deferred(t), f"{route.path}: {t.__name__} says defer_build"
     assert len(checked) > 15
+
+
+def test_the_startup_bench_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """``bench/cli_startup.py``, once per row: every row timed, the copy without bytecode used."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "bench" / "cli_startup.py"),
+                           "--runs", "1"], check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("code measured: ")
+    rows = {line.strip().split("  ")[0]: line for line in done.stdout.splitlines() if " s wall " in line}
+    assert {"python -c pass", "gpucost --help", "gpucost " + " ".join(
+        ["quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "1e8", "--json"]),
+        "the same quote, the project's bytecode not written (a copy without it)"} <= set(rows), done.stdout
+    assert "read through PreparedReader" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # its store, prepared files and the copy removed
