@@ -29,7 +29,10 @@ from pathlib import Path
 from types import ModuleType
 
 # The modules a quote's estimates and configurations run in, compiled together (calls between them
-# are direct C calls). Classes they define become native classes: nothing adds attributes to them.
+# are direct C calls). Classes they define become native classes: nothing adds attributes to them,
+# subclasses them in Python or pickles them (the prepared snapshot holds none: test_native.py).
+# Not compiled: the kept configurations' moves (``candidates.amounts``, ``candidates.amount_rows``),
+# whose classes are weakly referenced; a build with ``amounts`` crashed the interpreter at exit.
 MODULES = (
     "optimizer.estimator.throughput",
     "optimizer.estimator.memory",
@@ -43,6 +46,14 @@ MODULES = (
     "optimizer.candidates.fitting",
     "optimizer.candidates.headroom",
     "optimizer.candidates.estimator",
+    "optimizer.candidates.local",
+    "optimizer.candidates.local_sizes",
+    "optimizer.candidates.batch",
+    "optimizer.candidates.feeding",
+    "optimizer.costs",
+    "optimizer.estimator.gpus",
+    "optimizer.estimator.stacks",
+    "optimizer.estimator.shapes",
 )
 MANIFEST = "manifest.json"
 _ROOT = Path(__file__).resolve().parent.parent  # the folder holding the ``optimizer`` package

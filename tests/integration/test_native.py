@@ -6,10 +6,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -166,4 +168,24 @@ def test_the_cli_quotes_the_same_either_way(build: Path, tmp_path: Path) -> None
     assert outs[0]["best"]
     # The second quote read the prepared snapshot the first one wrote (service/prepared.py names it
     # by the sources, not by the extension's bytes, which need not change with the code).
-    assert len(list((tmp_path / "g.sqlite.prepared").glob("*.pickle"))) == 2  # the views, and by regions
+    files = sorted((tmp_path / "g.sqlite.prepared").glob("*.pickle"))
+    assert len(files) == 2  # the views, and those by regions
+    # Shared by compiled and Python processes, so it may hold no instance of a compiled class.
+    held = set()
+    for file in files:
+        with file.open("rb") as f:
+            _Recording(f, held).load()
+    assert {"optimizer.candidates.offer_groups", "optimizer.offer"} <= held
+    assert not held & set(native.MODULES)
+
+
+class _Recording(pickle.Unpickler):
+    """Records the module of every class a pickle names."""
+
+    def __init__(self, file: BinaryIO, held: set[str]) -> None:
+        super().__init__(file)
+        self.held = held
+
+    def find_class(self, module: str, name: str) -> Any:
+        self.held.add(module)
+        return super().find_class(module, name)
