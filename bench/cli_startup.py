@@ -106,14 +106,16 @@ COLLECTING_MAIN = (
 )
 
 
-def in_turn(a: list[str], b: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
-    """p50 wall seconds of ``a`` and of ``b``, run one after the other ``n`` times each (the order
-    alternating), so a change in the machine's load shifts both alike."""
+def in_turn(a: list[str], b: list[str], env: dict[str, str], n: int,
+            env_b: dict[str, str] | None = None) -> tuple[float, float]:
+    """p50 wall seconds of ``a`` and of ``b`` (with ``env_b`` if given), run one after the other ``n``
+    times each (the order alternating), so a change in the machine's load shifts both alike."""
     walls: tuple[list[float], list[float]] = ([], [])
     for i in range(n):
         for k in ((0, 1) if i % 2 == 0 else (1, 0)):
             t = time.perf_counter()
-            subprocess.run((a, b)[k], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run((a, b)[k], env=(env, env_b or env)[k], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
             walls[k].append(time.perf_counter() - t)
     return statistics.median(walls[0]), statistics.median(walls[1])
 
@@ -148,12 +150,6 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     prepared = work / "g.sqlite.prepared"
     results["the same quote, its snapshot not yet prepared (first quote on new prices)"] = timed(
         ["sh", "-c", f'rm -rf "{prepared}" && exec "$@"', "sh", *gpucost(), *QUOTE], env, args.runs)
-    # What scripts/setup's bytecode step buys: the quote from a copy of the project's packages (and
-    # its compiled build) that has no bytecode, each run compiling the modules it imports, as every
-    # command did here before setup wrote it (PYTHONDONTWRITEBYTECODE set, as on this machine).
-    copy = without_bytecode(work)
-    results["the same quote, the project's bytecode not written (a copy without it)"] = timed(
-        [*gpucost(), *QUOTE], {**env, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}, args.runs)
     base_wall, base_cpu = results["python -c pass"]
     help_wall = results["gpucost --help"][0]
     print(f"p50 of {args.runs} runs each, same machine, same run:")
@@ -168,6 +164,16 @@ def measure(args: argparse.Namespace, work: Path) -> None:
                       [sys.executable, "-c", COLLECTING_MAIN, *QUOTE], env, 2 * args.runs)
     print(f"imports with the collector off, then frozen: {off:.3f} s wall against {on:.3f} s with it on "
           f"(x{off / on:.2f}; p50 of {2 * args.runs} each, taken in turn)")
+
+    # What scripts/setup's bytecode step buys: the quote from a copy of the project's packages (and
+    # its compiled build) that has no bytecode, each run compiling the modules it imports, as every
+    # command did here before setup wrote it (PYTHONDONTWRITEBYTECODE set, as on this machine).
+    copy = without_bytecode(work)
+    written, unwritten = in_turn([*gpucost(), *QUOTE], [*gpucost(), *QUOTE], env, 2 * args.runs,
+                                 {**env, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"})
+    print(f"the quote with the project's bytecode written (scripts/setup): {written:.3f} s wall against "
+          f"{unwritten:.3f} s from a copy without it (x{written / unwritten:.2f}; p50 of {2 * args.runs} each, "
+          "taken in turn)")
 
     code = f"NOT_NEEDED = {NOT_NEEDED!r}\n" + PHASES
     phases = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
