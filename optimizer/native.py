@@ -54,6 +54,9 @@ MODULES = (
     "optimizer.estimator.gpus",
     "optimizer.estimator.stacks",
     "optimizer.estimator.shapes",
+    "optimizer.estimator.memo",
+    "optimizer.estimator.construct",
+    "optimizer.estimator.states",
 )
 MANIFEST = "manifest.json"
 _ROOT = Path(__file__).resolve().parent.parent  # the folder holding the ``optimizer`` package
