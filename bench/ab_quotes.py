@@ -22,6 +22,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -77,6 +78,8 @@ def main() -> None:
     ap.add_argument("--kinds", default="restricted,open,model")
     ap.add_argument("--n", type=int, default=200, help="questions per kind (a new model: a quarter of it)")
     ap.add_argument("--skypilot-catalog", type=Path, help="serve this SkyPilot catalog instead of the bundled snapshot")
+    ap.add_argument("--base-build", action="store_true",
+                    help="build the base's compiled modules with its own scripts/native.py (else it runs as Python)")
     ap.add_argument("--pg-url", help="serve from PostgreSQL: each side gets a new database on this server "
                     "(created and dropped here) instead of a SQLite file")
     args = ap.parse_args()
@@ -89,12 +92,18 @@ def main() -> None:
     if args.pg_url:  # each side's database: new, dropped afterwards (the tests' own helper)
         sys.path.insert(0, str(REPO))
         from tests.integration._pricestore import fresh_pg_database
-    print(f"this checkout's side: {describe()}; the base runs its own code, as Python")
     work = Path(tempfile.mkdtemp(prefix="gpucost-ab-"))
     tree = work / "base"
     subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=REPO, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        if args.base_build:  # what the base delivered where it compiles modules: its own build of its own sources
+            if not (tree / "scripts" / "native.py").is_file():
+                ap.error(f"--base-build: {rev} has no scripts/native.py")
+            subprocess.run([sys.executable, str(tree / "scripts" / "native.py")], cwd=tree, check=True,
+                           stdout=subprocess.DEVNULL)
+        print(f"this checkout's side: {describe()}")
+        print(f"the base's side ({rev}): {describe(root=tree)}")
         with ExitStack() as stack:
             bases = {}
             for name, code in (("base", tree), ("tree", REPO)):
@@ -130,6 +139,7 @@ def main() -> None:
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,12 @@ _COMPILED = ("import json; from optimizer import native\n"
              "print(json.dumps([len(native.compiled()), len(native.MODULES)]))")
 
 
-def compiled_modules(env: dict[str, str] | None = None) -> tuple[int, int]:
-    """(modules served compiled, modules that can be) in a fresh process with ``env``."""
-    done = subprocess.run([sys.executable, "-c", _COMPILED], cwd=REPO, env=env, capture_output=True, text=True,
+def compiled_modules(env: dict[str, str] | None = None, root: Path = REPO) -> tuple[int, int]:
+    """(modules served compiled, modules that can be) in a fresh process with ``env``, importing the
+    code in ``root`` (a checkout; an older one without compiled modules: (0, 0))."""
+    if not (root / "optimizer" / "native.py").is_file():
+        return 0, 0
+    done = subprocess.run([sys.executable, "-c", _COMPILED], cwd=root, env=env, capture_output=True, text=True,
                           check=True)
     served, total = (int(n) for n in done.stdout.strip()[1:-1].split(","))
     return served, total
@@ -53,9 +56,9 @@ def bytecode_current(root: Path = REPO) -> tuple[int, int]:
     return current, total
 
 
-def describe(env: dict[str, str] | None = None) -> str:
-    served, total = compiled_modules(env)
-    fresh, sources = bytecode_current()
+def describe(env: dict[str, str] | None = None, root: Path = REPO) -> str:
+    served, total = compiled_modules(env, root)
+    fresh, sources = bytecode_current(root)
     native = os.environ.get("GPUCOST_NATIVE", "") if env is None else env.get("GPUCOST_NATIVE", "")
     return (f"code measured: {served} of {total} estimator modules compiled"
             + (f" (GPUCOST_NATIVE={native})" if native else "")

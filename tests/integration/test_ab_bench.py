@@ -41,6 +41,7 @@ def test_the_ab_bench_compares_two_revisions_and_cleans_up() -> None:
     assert [k for k, _ in rows] == ["restricted", "open"], r.stdout
     assert all(float(ratio) > 0 for _, ratio in rows)
     assert re.search(r"^this checkout's side: code measured: \d+ of \d+ estimator modules compiled", r.stdout, re.MULTILINE)
+    assert re.search(r"^the base's side \(\w+\): code measured: \d+ of \d+ estimator", r.stdout, re.MULTILINE)
     assert _worktrees() == before_trees
     assert _orphaned_servers() <= before_orphans
 
