@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -100,6 +101,8 @@ def server(env_extra: dict[str, str] | None = None, args: list[str] | None = Non
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+        if sys.exc_info()[0] is None:  # kept, with the server's log, only when something failed
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def request(port: int, method: str, path: str, body: Any = None, timeout: float = 120,
