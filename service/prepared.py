@@ -65,9 +65,10 @@ class Prepared:
 def _code_digest() -> str:
     digest = hashlib.sha256(f"format {FORMAT}\n".encode())
     for name in _SHAPING:
-        # The source, also for a module served compiled (``optimizer.native``): its extension's bytes
-        # need not change with its code, while a build is only used when made from this very source.
-        # So a compiled and a Python process read the same file, and an edit is never missed.
+        # The source, also for a module served compiled (``optimizer.native``, which uses a build only
+        # when made from this very source): the extension's bytes follow the build, not the code (two
+        # builds of one source differ), so a compiled and a Python process, or two builds, would
+        # otherwise each prepare and keep a file of their own for the same code.
         digest.update(source_path(name).read_bytes())
     return digest.hexdigest()[:12]
 

@@ -167,7 +167,7 @@ def test_the_cli_quotes_the_same_either_way(build: Path, tmp_path: Path) -> None
     assert outs[0] == outs[1]
     assert outs[0]["best"]
     # The second quote read the prepared snapshot the first one wrote (service/prepared.py names it
-    # by the sources, not by the extension's bytes, which need not change with the code).
+    # by the sources, not by the extension's bytes, which follow the build).
     files = sorted((tmp_path / "g.sqlite.prepared").glob("*.pickle"))
     assert len(files) == 2  # the views, and those by regions
     # Shared by compiled and Python processes, so it may hold no instance of a compiled class.
