@@ -1,7 +1,7 @@
 """This working tree against an earlier revision, over HTTP, every quote new and the two interleaved.
 
     .venv/bin/python bench/ab_quotes.py [--base HEAD~1] [--kinds restricted,open,model] [--n 200]
-        [--skypilot-catalog ../shared/reference/skypilot-catalog] [--pg-url postgresql+psycopg://...]
+        [--base-build] [--skypilot-catalog ../shared/reference/skypilot-catalog] [--pg-url postgresql+psycopg://...]
 
 On a shared machine a figure measured at 19:40 and one measured at 19:50 can differ by half
 (``docs/performance-distinct.md``), so comparing a change with the code before it in two runs
@@ -11,6 +11,10 @@ git worktree, each side gets its own ``gpucost serve`` on loopback over its own 
 or the SkyPilot catalog imported by that side's own code, and the same distinct question goes to
 both, one after the other, the order alternating, on kept-alive connections. Kinds: ``restricted`` (8xA100 on aws/gcp, a new token count each), ``open`` (every
 provider, GPU and build, a new token count each), ``model`` (a model size nobody asked before).
+
+The base's worktree has no compiled modules of its own (``optimizer/native.py``), so it runs as
+Python unless ``--base-build`` builds them with the base's own ``scripts/native.py`` first; the
+first lines say what code each side ran.
 
 Prints p25 / p50 / mean per side and the working tree's p50 over the base's. Both servers and the
 worktree are removed at the end; nothing leaves the loopback interface.
