@@ -9,12 +9,16 @@
 * the quote as ``gpucost`` runs it (the command's modules imported with the cycle collector off,
   then frozen: ``service.cli.main``) against the same quote with the collector on throughout (the
   code before), the two taken in turn;
+* the quote with the project's bytecode written (``scripts/setup`` writes it) against the same quote
+  from a copy of the packages without it, each run compiling what it imports, taken in turn;
 * where a quote's time goes, in a fresh process: importing the quote command, opening the current
   snapshot (``service.prepared``), the quote itself; and which heavy libraries that process never
   imported (the ORM, the server, the charts, the cloud SDKs, the migration tool).
 
 Wall and CPU (user + system of the child) are p50 of ``--runs`` runs: on a shared, busy machine
 the CPU time is what the command itself costs.
+
+The first line says what code ran (``bench/code_state.py``). Its work folder is removed at the end.
 
 Run: .venv/bin/python bench/cli_startup.py [--runs 5]
 """
