@@ -12,6 +12,7 @@ Run alone: .venv/bin/python bench/code_state.py
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import struct
 import subprocess
@@ -34,8 +35,8 @@ def compiled_modules(env: dict[str, str] | None = None, root: Path = REPO) -> tu
         return 0, 0
     done = subprocess.run([sys.executable, "-c", _COMPILED], cwd=root, env=env, capture_output=True, text=True,
                           check=True)
-    served, total = (int(n) for n in done.stdout.strip()[1:-1].split(","))
-    return served, total
+    served, total = json.loads(done.stdout)
+    return int(served), int(total)
 
 
 def bytecode_current(root: Path = REPO) -> tuple[int, int]:
@@ -59,11 +60,12 @@ def bytecode_current(root: Path = REPO) -> tuple[int, int]:
 def describe(env: dict[str, str] | None = None, root: Path = REPO) -> str:
     served, total = compiled_modules(env, root)
     fresh, sources = bytecode_current(root)
-    native = os.environ.get("GPUCOST_NATIVE", "") if env is None else env.get("GPUCOST_NATIVE", "")
+    seen = os.environ if env is None else env  # what the bench's children see
+    native = seen.get("GPUCOST_NATIVE", "")
     return (f"code measured: {served} of {total} estimator modules compiled"
             + (f" (GPUCOST_NATIVE={native})" if native else "")
             + f"; bytecode current for {fresh} of {sources} modules"
-            + (" (PYTHONDONTWRITEBYTECODE set)" if (env or os.environ).get("PYTHONDONTWRITEBYTECODE") else ""))
+            + (" (PYTHONDONTWRITEBYTECODE set)" if seen.get("PYTHONDONTWRITEBYTECODE") else ""))
 
 
 if __name__ == "__main__":
