@@ -28,6 +28,7 @@ import asyncio
 import http.client
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -272,7 +273,7 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None, settings: 
                     from_connect.append(since_connect)
             rss.append(_rss_mb(proc))
         inside = _refusals_in_log(tmp / "serve.log", log_start)
-        return {
+        result = {
             "server": {"cpus": os.cpu_count(), "per_client_limit": per_client if per_client is not None else "default"},
             "attack": {
                 "statuses": sorted(s for s, _ in attacks), "seconds_for_six": round(attack_s, 3),
@@ -309,6 +310,9 @@ def run(burst: int, bursts: int, normal: int, per_client: int | None, settings: 
             server.kill()
             server.wait()
         log.close()
+    # Reached only when the run went well: a failed one keeps its folder, the server's log in it.
+    shutil.rmtree(tmp, ignore_errors=True)
+    return result
 
 
 def main() -> None:

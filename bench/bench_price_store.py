@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from workdir import work_folder  # bench/ is on sys.path when run as a script
 
 from pricing.adapters.skypilot_csv import load_skypilot
 from pricing.refresh import store_rows
@@ -64,7 +65,7 @@ def bench(url: str) -> None:
 if __name__ == "__main__":
     urls = sys.argv[1:]
     if not urls:
-        tmp = tempfile.mkdtemp()
+        tmp = work_folder("gpucost-store-bench-")
         urls = [f"sqlite:///{tmp}/bench.sqlite"]
     for u in urls:
         bench(u)

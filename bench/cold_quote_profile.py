@@ -32,10 +32,11 @@ import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from workdir import work_folder  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 20_000_000, "seq_len": 512}
@@ -57,7 +58,7 @@ def body(kind: str) -> dict[str, Any]:
 def bench_store(prefix: str, skypilot_catalog: Path | None = None) -> Any:
     """A fresh SQLite store in a temporary folder, seeded with the bundled snapshot (and
     ``skypilot_catalog`` imported by ``gpucost prices import``), for quotes in this process."""
-    work = Path(tempfile.mkdtemp(prefix=prefix))
+    work = work_folder(prefix)  # removed at exit
     os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
                       AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
     sys.path.insert(0, str(REPO))

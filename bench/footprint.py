@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -71,6 +72,13 @@ def import_cost(env: dict[str, str]) -> tuple[float, list[tuple[float, str]]]:
 
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gpucost-footprint-"))
+    try:
+        measure(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(work: Path) -> None:
     env = {**os.environ, "GPUCOST_DB_URL": f"sqlite:///{work / 'g.sqlite'}", "XDG_DATA_HOME": str(work),
            "GPUCOST_ANSWER_CACHE": "false", "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
     print(describe(env))

@@ -21,10 +21,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from workdir import work_folder  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -86,7 +87,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=500)
     ap.add_argument("--kinds", default="restricted,open", help="ab_quotes.py's kinds: restricted, open")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gpucost-overhead-"))
+    work = work_folder("gpucost-overhead-")
     os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
                       GPUCOST_ANSWER_CACHE="false", AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
     sys.path.insert(0, str(REPO))

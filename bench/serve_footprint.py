@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -160,6 +161,7 @@ def main() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
+        shutil.rmtree(tmp, ignore_errors=True)
 
     requests = sum(len(v) for v in latencies.values())
     mib = 1024.0

@@ -8,7 +8,8 @@ lambda and runpod files, every price moved by up to ±5 %), so each scheduled re
 prices while the clients' mix (quotes 80 %, offers 15 %, plans 5 %) runs. At the end the script
 reads the server's JSON log and ``/v1/prices/status``: every request must have been answered
 without a 5xx, each minute must have had its refresh, and no refresh may be left aborted.
-Exits 1 when any of that fails. ``tests/integration/test_soak.py`` runs it for one minute.
+Exits 1 when any of that fails. A run that went well removes its folder (catalog, log); a failed
+one keeps it and names the log. ``tests/integration/test_soak.py`` runs it for one minute.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import csv
 import io
 import json
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -113,12 +115,20 @@ def soak(minutes: float, clients: int) -> dict[str, Any]:
     aborted = [r for r in prices.get("runs", []) if r.get("status") == "aborted"]
     errors = sum(s["errors"] for s in slices)
     ok = status == 200 and errors == 0 and len(scheduled) >= want and not aborted and bool(updated)
-    return {
+    first = log.read_text(encoding="utf-8").split("\n", 1)[0]
+    result = {
         "ok": ok, "minutes": minutes, "clients": clients, "slices": slices, "errors": errors,
         "requests": sum(s["requests"] for s in slices),
         "scheduled_refreshes": len(scheduled), "providers_updated": len(updated), "aborted_runs": len(aborted),
-        "problems": prices.get("problems", []), "log": str(log),
+        "problems": prices.get("problems", []),
+        # What a line of the server's JSON log holds: the first line's keys (none if it is not JSON).
+        "log_fields": sorted(json.loads(first)) if first.startswith("{") else [],
+        # A run that went well leaves nothing behind; a failed one keeps its folder, the log in it.
+        "log": None if ok else str(log),
     }
+    if ok:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
 
 
 def main() -> None:

@@ -24,10 +24,11 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from workdir import work_folder  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -159,7 +160,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2000)
     ap.add_argument("--pg-url", help="also on this PostgreSQL database (it is filled with the bundled snapshot)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gpucost-reads-"))
+    work = work_folder("gpucost-reads-")
     os.environ.update(XDG_DATA_HOME=str(work), AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
     sys.path.insert(0, str(REPO))
     print(f"p50 of {args.runs}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}:")

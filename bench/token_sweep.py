@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from workdir import work_folder  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["gpt2", "qwen2.5-0.5b", "qwen2.5-1.5b", "llama-3-8b", "mistral-7b", "bert-base"]
@@ -32,7 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=12, help="rounds over the 18 jobs")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gpucost-sweep-"))
+    work = work_folder("gpucost-sweep-")
     os.environ.update(GPUCOST_DB_URL=f"sqlite:///{work / 'g.sqlite'}", XDG_DATA_HOME=str(work),
                       AWS_EC2_METADATA_DISABLED="true", NO_GCE_CHECK="true")
     sys.path.insert(0, str(REPO))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import schemathesis
@@ -11,9 +13,21 @@ from hypothesis import HealthCheck, settings
 from service.api.app import create_app
 from service.settings import Settings
 
-_DB = os.path.join(tempfile.mkdtemp(prefix="gpucost-fuzz-"), "fuzz.sqlite")
-app = create_app(Settings(db_url=f"sqlite:///{_DB}"))
+# Made at import, as schemathesis reads the schema from the app when the tests are collected; so
+# every process that collects this module (each xdist worker) removes its own at exit.
+_DIR = tempfile.mkdtemp(prefix="gpucost-fuzz-")
+app = create_app(Settings(db_url=f"sqlite:///{os.path.join(_DIR, 'fuzz.sqlite')}"))
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+def _remove_the_store() -> None:
+    store = getattr(app.state, "store", None)
+    if store is not None:
+        store.close()
+    shutil.rmtree(_DIR, ignore_errors=True)
+
+
+atexit.register(_remove_the_store)
 
 
 @schema.parametrize()
