@@ -15,7 +15,31 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 # This process runs the estimator's Python modules, whose internals tests patch; the servers and
 # commands the tests start run the compiled ones where a current build exists (optimizer.native;
 # tests/integration/test_native.py holds the two to the same answers). Set before optimizer loads.
-os.environ["GPUCOST_NATIVE"] = "0"
+# GPUCOST_TEST_NATIVE=1 runs the tests on the compiled modules instead, all but those marked
+# ``python_only`` (they patch or subclass the modules' internals): test_native.py runs the unit tests so.
+ON_COMPILED = os.environ.get("GPUCOST_TEST_NATIVE") == "1"
+os.environ["GPUCOST_NATIVE"] = "1" if ON_COMPILED else "0"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if ON_COMPILED:
+        import importlib
+
+        from optimizer import native
+
+        for name in native.MODULES:
+            importlib.import_module(name)
+        if native.compiled() != native.MODULES:
+            raise pytest.UsageError(f"GPUCOST_TEST_NATIVE=1: no current build in {native.native_dir()} "
+                                    "(.venv/bin/python scripts/native.py makes one)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if ON_COMPILED:
+        skip = pytest.mark.skip(reason="patches or subclasses the Python modules' internals")
+        for item in items:
+            if item.get_closest_marker("python_only"):
+                item.add_marker(skip)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"

@@ -105,7 +105,7 @@ def concrete_workload(w: Workload, data_parallel_gpus: int, micro: int, checkpoi
     return hit
 
 
-def recipe_for(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, checkpointing: bool) -> Recipe:
+def recipe_for(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, checkpointing: bool | str) -> Recipe:
     """What running ``w`` with ``micro`` and ``checkpointing`` on ``data_parallel_gpus`` means."""
     share = per_gpu_share(w.global_batch_size, data_parallel_gpus)
     accum = w.gradient_accumulation_steps or max(1, math.ceil(share / micro))
@@ -141,7 +141,7 @@ def recipe_for(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, 
     )
 
 
-def concrete(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, checkpointing: bool) -> Trial:
+def concrete(w: Workload, data_parallel_gpus: int, sharding: str, micro: int, checkpointing: bool | str) -> Trial:
     """The workload to estimate and its recipe."""
     return Trial(
         concrete_workload(w, data_parallel_gpus, micro, checkpointing),
@@ -159,16 +159,17 @@ def micro_candidates(w: Workload, data_parallel_gpus: int) -> list[int]:
     return divisors(share)[:MAX_MICRO_CANDIDATES]
 
 
-def checkpointing_choices(w: Workload) -> list[bool]:
-    """Without checkpointing first (it is faster at equal micro-batch)."""
+def checkpointing_choices(w: Workload) -> list[bool | str]:
+    """Without checkpointing first (it is faster at equal micro-batch). A choice is a bool or "offload":
+    compiled (``optimizer.native``), a value its annotation does not admit raises ``TypeError``."""
     if w.gradient_checkpointing == "auto":
         return [False, True]
     if w.gradient_checkpointing == "offload":
-        return ["offload"]  # type: ignore[list-item]
+        return ["offload"]
     return [bool(w.gradient_checkpointing)]
 
 
-def given_recipe(w: Workload, data_parallel_gpus: int) -> tuple[int, bool] | None:
+def given_recipe(w: Workload, data_parallel_gpus: int) -> tuple[int, bool | str] | None:
     """The micro-batch and checkpointing of a ``w`` that leaves neither to choose, else None."""
     micros = micro_candidates(w, data_parallel_gpus)
     ckpts = checkpointing_choices(w)

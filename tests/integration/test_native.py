@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 # Quotes and estimates across what the compiled modules decide: model sizes given by name, by
 # dimensions and by a new parameter count; methods, precisions, recipes given or left to auto;
 # sharding; constraints that prune (deadline, budget, max GPUs, providers, safety margin), spot
-# with its reclaim risk, egress, quotas, several runs; then an estimate per card and a plan.
+# with its reclaim risk, egress, quotas, several runs; then an estimate per card, checkpoints offloaded
+# to host RAM (a string where other recipes have a bool), and a plan.
 GRID = r"""
 import json, sys
 from optimizer import native
@@ -63,6 +64,15 @@ for i, model in enumerate(models):
                 print(json.dumps({"refused": type(exc).__name__, "why": str(exc)}))
                 continue
             print(json.dumps(e.model_dump(mode="json"), sort_keys=True))
+# Checkpointed activations kept in host RAM, with the micro-batch given (one recipe) and left to choose.
+for micro in (2, "auto"):
+    w = {"model": "llama-3-8b", "method": "qlora", "stack": "fused", "seq_len": 16384, "tokens": 5e7,
+         "gradient_checkpointing": "offload", "micro_batch_size": micro, "gradient_accumulation_steps": 1}
+    q = quote_answer(QuoteRequest.model_validate({"workload": w, "top": 4}), store).model_dump(mode="json")
+    q.get("solver", {}).pop("seconds", None)
+    print(json.dumps(q, sort_keys=True))
+    print(json.dumps(estimate(Workload.model_validate(w), "A100-80GB", 1, "auto").model_dump(mode="json"),
+                     sort_keys=True))
 plan = {"jobs": [{"name": f"j{k}", "workload": {"model": m, "method": "lora", "tokens": 2e8 * (k + 1)},
                   "runs_per_month": 2} for k, m in enumerate(["gpt2", "qwen2.5-0.5b", "llama-3-8b"])],
         "horizon_months": 6}
@@ -109,6 +119,20 @@ def test_compiled_modules_answer_as_the_python_ones(build: Path, tmp_path: Path)
     assert sum('"refused"' in line for line in python) == 8  # LoRA and QLoRA of resnet50, on 4 cards
     for a, b in zip(compiled[1:], python[1:], strict=True):
         assert a == b
+
+
+def test_the_unit_tests_pass_on_the_compiled_modules(build: Path, tmp_path: Path) -> None:
+    """Compiled code checks every annotation as it runs (a ``bool`` given "offload" raised there and
+    not in Python): the unit tests, but those marked ``python_only``, run on the build (``tests/conftest.py``)."""
+    env = _env(tmp_path, GPUCOST_NATIVE_DIR=str(build), GPUCOST_TEST_NATIVE="1")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-n", "2", "--basetemp", str(tmp_path / "unit"), "tests/unit"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-4000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    passed = int(summary.split(" passed")[0].split()[-1])
+    skipped = int(summary.split(" skipped")[0].split()[-1]) if " skipped" in summary else 0
+    assert passed > 800 and 0 < skipped < 20, summary  # the python_only tests, and only they, skipped
 
 
 def _compiled_in(env: dict[str, str]) -> list[str]:

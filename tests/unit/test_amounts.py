@@ -46,6 +46,7 @@ def test_an_estimate_after_another_amount_is_the_estimate_computed_cold(gpu: str
         assert after.details[BASIS_KEY].w.tokens == w.tokens  # the basis moved with the amount
 
 
+@pytest.mark.python_only  # patches or subclasses what compiled code calls directly
 def test_a_new_amount_computes_no_new_memory_or_speed_model(monkeypatch: pytest.MonkeyPatch) -> None:
     clear_cache()
     w = Workload(model="llama-3-8b", method="qlora", tokens=1e8)

@@ -54,6 +54,7 @@ def test_every_memory_part_depends_on_the_card_only_through_its_attention_kernel
     assert compared > 0  # several cards shared a kernel: the comparison ran
 
 
+@pytest.mark.python_only  # patches or subclasses what compiled code calls directly
 @pytest.mark.parametrize("gpu", ["A100", "T4", "RTX4090"])
 def test_an_estimate_made_with_the_memos_is_the_one_made_without(gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
     w = Workload(model="qwen2.5-1.5b", method="lora", tokens=1e8)
@@ -113,6 +114,7 @@ SEARCHED = [
 ]
 
 
+@pytest.mark.python_only  # patches or subclasses what compiled code calls directly
 @pytest.mark.parametrize("w", SEARCHED, ids=lambda w: f"{w.model}-{w.method}")
 @pytest.mark.parametrize("count", [1, 4])
 def test_a_recipe_search_shared_between_cards_gives_each_card_its_own_estimate(

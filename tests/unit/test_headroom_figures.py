@@ -105,6 +105,7 @@ def test_quotes_are_the_same_with_or_without_the_figures(
     assert any(asked)  # the headroom search ran, and the figures answered it
 
 
+@pytest.mark.python_only  # patches or subclasses what compiled code calls directly
 @pytest.mark.parametrize("margin", [None, 0.1])
 def test_the_safer_recipe_is_the_same_with_or_without_the_figures(margin: float | None) -> None:
     """On every tight estimate of the workloads over cards and counts, with the recipe left to
