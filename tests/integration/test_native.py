@@ -121,18 +121,21 @@ def test_compiled_modules_answer_as_the_python_ones(build: Path, tmp_path: Path)
         assert a == b
 
 
-def test_the_unit_tests_pass_on_the_compiled_modules(build: Path, tmp_path: Path) -> None:
+def test_the_unit_and_contract_tests_pass_on_the_compiled_modules(build: Path, tmp_path: Path) -> None:
     """Compiled code checks every annotation as it runs (a ``bool`` given "offload" raised there and
-    not in Python): the unit tests, but those marked ``python_only``, run on the build (``tests/conftest.py``)."""
+    not in Python): the unit and contract tests, but those marked ``python_only``, run on the build
+    (``tests/conftest.py``)."""
     env = _env(tmp_path, GPUCOST_NATIVE_DIR=str(build), GPUCOST_TEST_NATIVE="1")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-n", "2", "--basetemp", str(tmp_path / "unit"), "tests/unit"],
+                           "-n", "2", "--basetemp", str(tmp_path / "unit"), "tests/unit", "tests/contract"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-4000:]
     summary = done.stdout.strip().splitlines()[-1]
     passed = int(summary.split(" passed")[0].split()[-1])
     skipped = int(summary.split(" skipped")[0].split()[-1]) if " skipped" in summary else 0
-    assert passed > 800 and 0 < skipped < 20, summary  # the python_only tests, and only they, skipped
+    assert passed > 800 and 0 < skipped < 20, summary
+    reasons = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]  # -ra lists them
+    assert reasons and all("patches or subclasses the Python modules' internals" in r for r in reasons), reasons
 
 
 def _compiled_in(env: dict[str, str]) -> list[str]:
