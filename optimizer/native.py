@@ -4,7 +4,8 @@ A new model's quote makes about 130 estimates, each some hundred small float com
 Python; ``scripts/native.py`` compiles the modules they run in (``MODULES``) with mypyc, which turns
 their typed code into C functions calling each other directly. The compiled modules compute the
 same floats in the same order: ``tests/integration/test_native.py`` holds their quotes to the
-Python ones, byte for byte, on a grid.
+Python ones, byte for byte, on a grid, and runs the unit and contract tests on them. Compiled, an
+annotation is checked as the code runs: a value it does not admit raises ``TypeError`` there.
 
 A build is a folder (``native_dir``) holding each module's extension next to a manifest of the
 SHA-256 of the source it was compiled from. ``install`` (run when ``optimizer`` is imported) serves
