@@ -1,8 +1,8 @@
 """A bench's work folder (its price store, prepared files, logs): made in the system's temporary
 folder and removed when the bench's process exits, whether it ends well or not.
 
-Benches that run a server keep a failed run's folder for its log instead (``load.server``,
-``soak.py``, ``abuse.py``).
+The benches that keep a failed run's folder instead, for the server's log in it, remove theirs
+themselves after a run that went well (``load.server``, ``soak.py``, ``abuse.py``).
 """
 
 from __future__ import annotations

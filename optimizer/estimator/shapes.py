@@ -489,7 +489,10 @@ def _from_hf_config(cfg: dict[str, Any]) -> ModelShape:
             name=name, arch="decoder", layers=int(_need(cfg, "num_hidden_layers")),
             hidden=int(_need(cfg, "hidden_size")), heads=heads,
             kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=cfg.get("head_dim"), intermediate=int(_need(cfg, "intermediate_size")),
+            # Read as an int like every size (128.0 passes ``check_hf_config``): compiled, a float
+            # where ``ModelShape`` says int raises TypeError; in Python it was refused later.
+            head_dim=int(cfg["head_dim"]) if cfg.get("head_dim") is not None else None,
+            intermediate=int(_need(cfg, "intermediate_size")),
             vocab=int(_need(cfg, "vocab_size")), gated_mlp=True,
             tied_embeddings=bool(cfg.get("tie_word_embeddings", mt.startswith("gemma"))),
             has_bias=bool(cfg.get("attention_bias", False)), source=src,

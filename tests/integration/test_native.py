@@ -206,6 +206,33 @@ def test_the_cli_quotes_the_same_either_way(build: Path, tmp_path: Path) -> None
     assert not held & set(native.MODULES)
 
 
+# Posts over HTTP a request whose recipe holds a string where others hold a bool (offloaded checkpoints).
+OFFLOAD = r"""
+import json
+from fastapi.testclient import TestClient
+from optimizer import native
+from service.api.app import create_app
+w = {"model": "llama-3-8b", "method": "qlora", "stack": "fused", "seq_len": 32768, "tokens": 1e8,
+     "gradient_checkpointing": "offload", "micro_batch_size": 1, "gradient_accumulation_steps": 1}
+with TestClient(create_app(), raise_server_exceptions=False) as client:
+    quote = client.post("/v1/quote", json={"workload": w})
+    est = client.post("/v1/estimate", json={"workload": w, "gpu": "A100-80GB"})
+print(json.dumps({"compiled": len(native.compiled()), "statuses": [quote.status_code, est.status_code],
+                  "best": quote.json().get("best", {}).get("gpu"), "recipe": est.json().get("recipe")}))
+"""
+
+
+def test_offloaded_checkpoints_are_answered_over_http_either_way(build: Path, tmp_path: Path) -> None:
+    """Compiled, a recipe annotated ``bool`` given "offload" raised ``TypeError``, and the server answered 500."""
+    compiled = json.loads(_python(OFFLOAD, _env(tmp_path, GPUCOST_NATIVE_DIR=str(build)))[-1])
+    python = json.loads(_python(OFFLOAD, _env(tmp_path, GPUCOST_NATIVE="0"))[-1])
+    assert (compiled["compiled"], python["compiled"]) == (len(native.MODULES), 0)
+    assert compiled["statuses"] == python["statuses"] == [200, 200]
+    assert compiled["best"] == python["best"] is not None
+    assert compiled["recipe"] == python["recipe"]
+    assert compiled["recipe"]["gradient_checkpointing"] == "offload"
+
+
 class _Recording(pickle.Unpickler):
     """Records the module of every class a pickle names."""
 

@@ -106,6 +106,16 @@ def test_hf_config_gives_same_count_as_preset(name: str) -> None:
     assert shape.arch == resolve_model(name).arch
 
 
+def test_hf_config_sizes_written_as_whole_floats_read_as_ints() -> None:
+    """``2048.0`` or ``256.0`` (a config written by a tool that keeps numbers as floats) is read as the
+    integer it is, head_dim too; compiled (``optimizer.native``), a float where the shape holds an int
+    would raise instead."""
+    cfg = HF_CONFIGS["gemma-2b"]
+    floats = {**cfg, "hidden_size": 2048.0, "head_dim": 256.0}
+    shape, want = model_from_hf_config(floats), model_from_hf_config(cfg)
+    assert shape == want and type(shape.head_dim) is int and shape.params == want.params
+
+
 def test_hf_config_via_resolve_model() -> None:
     shape = resolve_model(HfConfigSpec(hf_config=HF_CONFIGS["llama-3-8b"]))
     assert shape.params == 8_030_261_248 and shape.gated_mlp and shape.kv_heads == 8
