@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_price_store.py [DB_URL ...]     (default: a temporary SQLite file)
 
-Rows: the reference catalog (../shared/reference/skypilot-catalog) over the bundled snapshot, plus
+Rows: the reference SkyPilot catalog (the repository's copy, tests/data/reference/skypilot-catalog,
+identical to ../shared/reference/skypilot-catalog) over the bundled snapshot, plus
 the catalog's aws and runpod rows once more under a provider named ``bench-copy`` to reach
 about 6,000 current rows. Prints one line per database.
 """
@@ -21,7 +22,8 @@ from pricing.adapters.skypilot_csv import load_skypilot
 from pricing.refresh import store_rows
 from pricing.store.repository import PriceStore, open_store
 
-CATALOG = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "skypilot-catalog"
+# The repository's copy, so the bench runs from a clone alone (its source and date: tests/data/reference/README.md).
+CATALOG = Path(__file__).resolve().parents[1] / "tests" / "data" / "reference" / "skypilot-catalog"
 
 
 def _ms(seconds: float) -> str:
