@@ -70,6 +70,15 @@ def refresh_events(log: Path) -> list[dict[str, Any]]:
     return events
 
 
+def _keys(line: str) -> list[str]:
+    """The keys of a JSON log line, or none when it is not a JSON object (a torn or text line)."""
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError:
+        return []
+    return sorted(doc) if isinstance(doc, dict) else []
+
+
 def soak(minutes: float, clients: int) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="gpucost-soak-"))
     catalog = work / "catalog"
@@ -115,14 +124,15 @@ def soak(minutes: float, clients: int) -> dict[str, Any]:
     aborted = [r for r in prices.get("runs", []) if r.get("status") == "aborted"]
     errors = sum(s["errors"] for s in slices)
     ok = status == 200 and errors == 0 and len(scheduled) >= want and not aborted and bool(updated)
-    first = log.read_text(encoding="utf-8").split("\n", 1)[0]
+    with log.open(encoding="utf-8", errors="replace") as f:
+        first = f.readline()  # one line: refresh_events has read the whole log already
     result = {
         "ok": ok, "minutes": minutes, "clients": clients, "slices": slices, "errors": errors,
         "requests": sum(s["requests"] for s in slices),
         "scheduled_refreshes": len(scheduled), "providers_updated": len(updated), "aborted_runs": len(aborted),
         "problems": prices.get("problems", []),
         # What a line of the server's JSON log holds: the first line's keys (none if it is not JSON).
-        "log_fields": sorted(json.loads(first)) if first.startswith("{") else [],
+        "log_fields": _keys(first),
         # A run that went well leaves nothing behind; a failed one keeps its folder, the log in it.
         "log": None if ok else str(log),
     }
