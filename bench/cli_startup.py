@@ -9,6 +9,8 @@
 * the quote as ``gpucost`` runs it (the command's modules imported with the cycle collector off,
   then frozen: ``service.cli.main``) against the same quote with the collector on throughout (the
   code before), the two taken in turn;
+* the quote with numpy's OpenBLAS held to one thread while the command's modules load (what
+  ``service.cli.main`` does) against OpenBLAS's own thread per core, wall and CPU, taken in turn;
 * the quote with the project's bytecode written (``scripts/setup`` writes it) against the same quote
   from a copy of the packages without it, each run compiling what it imports, taken in turn;
 * where a quote's time goes, in a fresh process: importing the quote command, opening the current
@@ -99,29 +101,45 @@ def timed(cmd: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
 
 
 # ``service.cli.main`` as it was before the collector was turned off for the imports.
+# OpenBLAS held to one thread as ``main`` holds it, so that only the collector differs.
 COLLECTING_MAIN = (
     "import sys\n"
     "from service import cli\n"
     "try:\n"
-    "    cli._command(cli.app_for(sys.argv[1:]))()\n"
+    "    with cli._one_blas_thread():\n"
+    "        command = cli._command(cli.app_for(sys.argv[1:]))\n"
+    "    command()\n"
     "except SystemExit as exc:\n"
     "    cli.leave(exc.code)\n"
     "cli.leave(0)\n"
 )
 
 
-def in_turn(a: list[str], b: list[str], env: dict[str, str], n: int,
-            env_b: dict[str, str] | None = None) -> tuple[float, float]:
-    """p50 wall seconds of ``a`` and of ``b`` (with ``env_b`` if given), run one after the other ``n``
-    times each (the order alternating), so a change in the machine's load shifts both alike."""
+def in_turn_cpu(a: list[str], b: list[str], env: dict[str, str], n: int,
+                env_b: dict[str, str] | None = None) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((wall, CPU) p50 of ``a``, (wall, CPU) p50 of ``b``) in seconds, ``b`` with ``env_b`` if given,
+    run one after the other ``n`` times each (the order alternating), so a change in the machine's
+    load shifts both alike. CPU is the child's user + system time."""
     walls: tuple[list[float], list[float]] = ([], [])
+    cpus: tuple[list[float], list[float]] = ([], [])
     for i in range(n):
         for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             subprocess.run((a, b)[k], env=(env, env_b or env)[k], check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             walls[k].append(time.perf_counter() - t)
-    return statistics.median(walls[0]), statistics.median(walls[1])
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus[k].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return ((statistics.median(walls[0]), statistics.median(cpus[0])),
+            (statistics.median(walls[1]), statistics.median(cpus[1])))
+
+
+def in_turn(a: list[str], b: list[str], env: dict[str, str], n: int,
+            env_b: dict[str, str] | None = None) -> tuple[float, float]:
+    """p50 wall seconds of ``a`` and of ``b``, taken in turn (``in_turn_cpu``)."""
+    (wall_a, _), (wall_b, _) = in_turn_cpu(a, b, env, n, env_b)
+    return wall_a, wall_b
 
 
 def main() -> None:
@@ -168,6 +186,16 @@ def measure(args: argparse.Namespace, work: Path) -> None:
                       [sys.executable, "-c", COLLECTING_MAIN, *QUOTE], env, 2 * args.runs)
     print(f"imports with the collector off, then frozen: {off:.3f} s wall against {on:.3f} s with it on "
           f"(x{off / on:.2f}; p50 of {2 * args.runs} each, taken in turn)")
+
+    # One OpenBLAS thread while the command's modules load (``service.cli._one_blas_thread``) against
+    # OpenBLAS's own count: a thread count the user sets is left alone, so naming every core here
+    # gives the process what it had before.
+    cores = os.cpu_count() or 1
+    (one_wall, one_cpu), (all_wall, all_cpu) = in_turn_cpu(
+        [*gpucost(), *QUOTE], [*gpucost(), *QUOTE], env, 2 * args.runs, {**env, "OPENBLAS_NUM_THREADS": str(cores)})
+    print(f"numpy's OpenBLAS on one thread while the command loads: {one_wall:.3f} s wall, {one_cpu:.3f} s CPU "
+          f"against {all_wall:.3f} s wall, {all_cpu:.3f} s CPU on {cores} (x{one_wall / all_wall:.2f} wall, "
+          f"x{one_cpu / all_cpu:.2f} CPU; p50 of {2 * args.runs} each, taken in turn)")
 
     # What scripts/setup's bytecode step buys: the quote from a copy of the project's packages (and
     # its compiled build) that has no bytecode, each run compiling the modules it imports, as every

@@ -9,12 +9,14 @@ is cut off in a narrow terminal. ``gpucost --install-completion`` sets up shell 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import importlib
 import os
 import re
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
 import click
@@ -195,6 +197,24 @@ def _command(typer_app: typer.Typer) -> click.Command:
     return group  # examples and completions: added as _Group is built
 
 
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """numpy's OpenBLAS starts a thread per core as it loads, and those spin waiting for work
+    that never comes (gpucost calls no BLAS routine): some 0.1 s of CPU on every command, a core
+    taken from whatever else runs (``bench/cli_startup.py``). OpenBLAS reads its thread count
+    once, at load, so one thread is asked for while the command's modules are imported, unless
+    the user set a count; the variable is gone again before the command runs, so the processes
+    it starts (a server's workers, a probe's training) get the environment they were given."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+
+
 def main() -> NoReturn:
     # The command's modules are imported with the cycle collector off: what they make lives as
     # long as the process, and collections during the imports walked that growing heap again and
@@ -203,7 +223,8 @@ def main() -> NoReturn:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        command = _command(app_for(sys.argv[1:]))
+        with _one_blas_thread():
+            command = _command(app_for(sys.argv[1:]))
     finally:
         gc.freeze()
         if collecting:

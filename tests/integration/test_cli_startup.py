@@ -217,5 +217,43 @@ def test_the_startup_bench_runs_and_leaves_nothing_behind(tmp_path: Path) -> Non
     assert {"python -c pass", "gpucost --help",
             "gpucost quote --model llama-3-8b --method qlora --tokens 1e8 --json"} <= set(rows), done.stdout
     assert "the quote with the project's bytecode written (scripts/setup): " in done.stdout
+    assert "numpy's OpenBLAS on one thread while the command loads: " in done.stdout
     assert "read through PreparedReader" in done.stdout
     assert list(tmp_path.iterdir()) == []  # its store, prepared files and the copy removed
+
+
+# A command run through ``main`` that reports, as the process ends, how many threads it has and
+# what OPENBLAS_NUM_THREADS says then.
+_THREADS_AT_EXIT = (
+    "import atexit, os, sys\n"
+    "from service import cli\n"
+    "atexit.register(lambda: sys.stderr.write("
+    "f\"threads={len(os.listdir('/proc/self/task'))} var={os.environ.get('OPENBLAS_NUM_THREADS')}\\n\"))\n"
+    "cli.main()\n"
+)
+
+
+def _threads_at_exit(env: dict[str, str]) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-c", _THREADS_AT_EXIT, *QUOTE], check=False, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    json.loads(done.stdout)  # the answer is still one JSON document
+    threads, var = done.stderr.strip().splitlines()[-1].split()
+    return int(threads.removeprefix("threads=")), var.removeprefix("var=")
+
+
+def test_a_command_loads_numpy_on_one_blas_thread_and_leaves_the_environment_as_given(tmp_path: Path) -> None:
+    """numpy's OpenBLAS starts a thread per core as it loads, which spin for nothing (gpucost calls no
+    BLAS routine). ``main`` asks for one while the command loads, unless the user set a count, and
+    takes the variable away again before the command runs (its children get the user's environment)."""
+    env = {k: v for k, v in _env(tmp_path).items() if k != "OPENBLAS_NUM_THREADS"}
+    _threads_at_exit(env)  # the store set up first, so the runs below only answer
+    one, var = _threads_at_exit(env)
+    assert var == "None"  # not left behind for what the command starts
+    cores = str(len(os.sched_getaffinity(0)))
+    every, var_every = _threads_at_exit({**env, "OPENBLAS_NUM_THREADS": cores})
+    assert var_every == cores  # the user's own setting is kept
+    user_one, _ = _threads_at_exit({**env, "OPENBLAS_NUM_THREADS": "1"})
+    assert one == user_one  # as if the user had asked for one thread
+    if int(cores) > 1:
+        assert every > one  # OpenBLAS's own threads: the count above can tell the two apart
