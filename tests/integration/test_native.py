@@ -91,8 +91,8 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _python(code: str, env: dict[str, str]) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+def _python(code: str, env: dict[str, str], *args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.splitlines()
@@ -231,6 +231,120 @@ def test_offloaded_checkpoints_are_answered_over_http_either_way(build: Path, tm
     assert compiled["best"] == python["best"] is not None
     assert compiled["recipe"] == python["recipe"]
     assert compiled["recipe"]["gradient_checkpointing"] == "offload"
+
+
+# Seeded random requests over HTTP: recipes with any field given or left out, and models given by
+# name, by dimensions and by config.json, some with a field of another type or out of range (a
+# whole float, a string, a bool, a list, a negative number, a zero), since compiled code checks at
+# run time what Python only annotates.
+RANDOM_HTTP = r"""
+import json, random, sys
+from fastapi.testclient import TestClient
+from optimizer import native
+from optimizer.estimator.shapes import preset_names
+from service.api.app import create_app
+
+r = random.Random(int(sys.argv[1]))
+CONFIGS = [
+    {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
+     "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True},
+    {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+     "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936},
+    {"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 8,
+     "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 16384, "vocab_size": 256000},
+    {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257},
+    {"model_type": "opt", "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+     "ffn_dim": 4096, "vocab_size": 50272, "word_embed_proj_dim": 512},
+    {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+     "intermediate_size": 3072, "vocab_size": 30522, "type_vocab_size": 2},
+    {"model_type": "t5", "d_model": 768, "num_heads": 12, "num_layers": 12, "d_ff": 2048, "vocab_size": 32128,
+     "d_kv": 64, "feed_forward_proj": "gated-gelu"},
+    {"model_type": "resnet", "depths": [3, 4, 6, 3], "hidden_sizes": [256, 512, 1024, 2048], "num_labels": 10},
+    {"model_type": "vit", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+     "intermediate_size": 3072, "patch_size": 16, "image_size": 224},
+]
+
+def other(v):
+    if isinstance(v, bool):
+        return r.choice([not v, "false", 1, None])
+    if isinstance(v, int):
+        return r.choice([float(v), float(v), str(v), True, -v, 0, v + 0.5, [v], v // 2 or 1])
+    if isinstance(v, float):
+        return r.choice([int(v), -v, str(v)])
+    if isinstance(v, list):
+        return r.choice([[float(x) for x in v], v[:3], [str(x) for x in v], "x"])
+    return r.choice([5, None, [v], str(v).upper()])
+
+def model():
+    k = r.random()
+    if k < 0.35:
+        return r.choice(preset_names())
+    if k < 0.55:
+        d = {"params_b": round(r.uniform(0.01, 14), 3)}
+        if r.random() < 0.5:
+            d.update(hidden=r.choice([512, 1024, 4096]), layers=r.randint(2, 40), heads=r.choice([8, 16, 32]))
+        return d
+    cfg = json.loads(json.dumps(r.choice(CONFIGS)))
+    for _ in range(r.randint(0, 3)):
+        key = r.choice(sorted(cfg))
+        if key != "model_type":
+            cfg[key] = other(cfg[key])
+    return {"hf_config": cfg}
+
+CHOICES = {"precision": ["fp32", "tf32", "fp16", "bf16", "bf16-true", "auto"],
+           "optimizer": ["adamw", "adamw_8bit", "adafactor", "sgd"], "global_batch_size": [1, 8, 128],
+           "micro_batch_size": [1, 4, "auto", 2.0], "seq_len": [128, 2048, 16384],
+           "gradient_checkpointing": [True, False, "auto", "offload"],
+           "sharding": ["ddp", "zero1", "zero2", "zero3", "fsdp", "auto"], "lora_rank": [4, 64],
+           "lora_targets": ["attention", "qv", "all-linear"], "flash_attention": [True, False],
+           "gradient_accumulation_steps": [1, 8], "offload": ["none", "optimizer", "optimizer+params"],
+           "stack": ["hf", "compiled", "fused", "litgpt"], "quantization": ["nf4", "gptq"],
+           "cross_entropy": ["auto", "eager", "fused"], "memory_format": ["channels_last", "nchw"]}
+LIMITS = [{}, {"deadline_hours": 6}, {"budget_usd": 50}, {"allow_spot": True}, {"max_gpus": 2},
+          {"safety_margin": 0.2}, {"providers": ["aws", "gcp"]}, {"include_local": False}]
+
+def body(response):
+    try:
+        return response.json()
+    except ValueError:  # a 500's plain-text body
+        return response.text
+
+with TestClient(create_app(), raise_server_exceptions=False) as client:
+    print(json.dumps({"compiled": len(native.compiled())}))
+    for _ in range(int(sys.argv[2])):
+        w = {"model": model(), "method": r.choice(["full", "lora", "qlora"])}
+        for key, values in CHOICES.items():
+            if r.random() < 0.5:
+                w[key] = r.choice(values)
+        if r.random() < 0.7:
+            w["tokens"] = float(f"{r.uniform(1e6, 5e9):.3g}")
+        else:
+            w.update(dataset_samples=float(f"{r.uniform(1e3, 1e6):.3g}"), epochs=r.choice([1, 2.5]))
+        quote = client.post("/v1/quote", json={"workload": w, "constraints": r.choice(LIMITS), "top": 4})
+        answer = body(quote)
+        if isinstance(answer, dict):
+            answer.get("solver", {}).pop("seconds", None)
+        gpu = r.choice(["A100-80GB", "RTX4090", "T4", "H100", "L4"])
+        est = client.post("/v1/estimate", json={"workload": w, "gpu": gpu, "gpu_count": r.choice([1, 2, 8])})
+        print(json.dumps([quote.status_code, answer, est.status_code, body(est)], sort_keys=True))
+"""
+
+
+def test_random_requests_are_answered_alike_compiled_and_in_python(build: Path, tmp_path: Path) -> None:
+    """The same seeded random requests posted to a compiled app and to a Python one get the same status
+    and the same body: a valid request answered (never 500), a bad one refused the same way."""
+    n = 45
+    compiled = _python(RANDOM_HTTP, _env(tmp_path, GPUCOST_NATIVE_DIR=str(build)), "20261204", str(n))
+    python = _python(RANDOM_HTTP, _env(tmp_path, GPUCOST_NATIVE="0"), "20261204", str(n))
+    assert json.loads(compiled[0]) == {"compiled": len(native.MODULES)}
+    assert json.loads(python[0]) == {"compiled": 0}
+    assert len(compiled) == len(python) == n + 1
+    statuses = [(row[0], row[2]) for row in map(json.loads, python[1:])]
+    assert all(s in (200, 422) for pair in statuses for s in pair), statuses
+    # Both kinds are asked: answered requests and refused ones, for quotes and for estimates.
+    assert {s for s, _ in statuses} == {e for _, e in statuses} == {200, 422}, statuses
+    for a, b in zip(compiled[1:], python[1:], strict=True):
+        assert a == b
 
 
 class _Recording(pickle.Unpickler):
