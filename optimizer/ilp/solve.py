@@ -62,7 +62,7 @@ def _highs_available() -> bool:
 
 def solver_name() -> str:
     # The preferred solver asked first: listing them all asks every solver PuLP knows (a CLI
-    # quote's first solve spent some 3 ms there).
+    # quote's first solve spent about 2 ms there).
     if _highs_available():
         return "HiGHS"
     avail = _available()
