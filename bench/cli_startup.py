@@ -87,16 +87,19 @@ def without_bytecode(work: Path) -> Path:
     return copy
 
 
+def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (the child's user + system) of one run of ``cmd``."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+
+
 def timed(cmd: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
     """p50 wall seconds and p50 CPU seconds (user + system) of ``cmd`` over ``n`` runs."""
-    walls, cpus = [], []
-    for _ in range(n):
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        walls.append(time.perf_counter() - t)
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    walls, cpus = zip(*(run_once(cmd, env) for _ in range(n)), strict=True)
     return statistics.median(walls), statistics.median(cpus)
 
 
@@ -120,19 +123,14 @@ def in_turn_cpu(a: list[str], b: list[str], env: dict[str, str], n: int,
     """((wall, CPU) p50 of ``a``, (wall, CPU) p50 of ``b``) in seconds, ``b`` with ``env_b`` if given,
     run one after the other ``n`` times each (the order alternating), so a change in the machine's
     load shifts both alike. CPU is the child's user + system time."""
-    walls: tuple[list[float], list[float]] = ([], [])
-    cpus: tuple[list[float], list[float]] = ([], [])
+    runs: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
     for i in range(n):
         for k in ((0, 1) if i % 2 == 0 else (1, 0)):
-            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t = time.perf_counter()
-            subprocess.run((a, b)[k], env=(env, env_b or env)[k], check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            walls[k].append(time.perf_counter() - t)
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus[k].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
-    return ((statistics.median(walls[0]), statistics.median(cpus[0])),
-            (statistics.median(walls[1]), statistics.median(cpus[1])))
+            runs[k].append(run_once((a, b)[k], (env, env_b or env)[k]))
+    walls_a, cpus_a = zip(*runs[0], strict=True)
+    walls_b, cpus_b = zip(*runs[1], strict=True)
+    return ((statistics.median(walls_a), statistics.median(cpus_a)),
+            (statistics.median(walls_b), statistics.median(cpus_b)))
 
 
 def in_turn(a: list[str], b: list[str], env: dict[str, str], n: int,

@@ -239,8 +239,10 @@ def test_offloaded_checkpoints_are_answered_over_http_either_way(build: Path, tm
 # run time what Python only annotates.
 RANDOM_HTTP = r"""
 import json, random, sys
+from typing import get_args
 from fastapi.testclient import TestClient
 from optimizer import native
+from optimizer.estimator import workload as wl
 from optimizer.estimator.shapes import preset_names
 from service.api.app import create_app
 
@@ -291,15 +293,14 @@ def model():
             cfg[key] = other(cfg[key])
     return {"hf_config": cfg}
 
-CHOICES = {"precision": ["fp32", "tf32", "fp16", "bf16", "bf16-true", "auto"],
-           "optimizer": ["adamw", "adamw_8bit", "adafactor", "sgd"], "global_batch_size": [1, 8, 128],
-           "micro_batch_size": [1, 4, "auto", 2.0], "seq_len": [128, 2048, 16384],
-           "gradient_checkpointing": [True, False, "auto", "offload"],
-           "sharding": ["ddp", "zero1", "zero2", "zero3", "fsdp", "auto"], "lora_rank": [4, 64],
-           "lora_targets": ["attention", "qv", "all-linear"], "flash_attention": [True, False],
-           "gradient_accumulation_steps": [1, 8], "offload": ["none", "optimizer", "optimizer+params"],
-           "stack": ["hf", "compiled", "fused", "litgpt"], "quantization": ["nf4", "gptq"],
-           "cross_entropy": ["auto", "eager", "fused"], "memory_format": ["channels_last", "nchw"]}
+# Every value the workload's named choices allow (a new one is tried as it is added), in field order.
+CHOICES = {"precision": get_args(wl.Precision), "optimizer": get_args(wl.OptimizerName),
+           "global_batch_size": [1, 8, 128], "micro_batch_size": [1, 4, "auto", 2.0],
+           "seq_len": [128, 2048, 16384], "gradient_checkpointing": [True, False, "auto", "offload"],
+           "sharding": get_args(wl.Sharding), "lora_rank": [4, 64], "lora_targets": get_args(wl.LoraTargets),
+           "flash_attention": [True, False], "gradient_accumulation_steps": [1, 8],
+           "offload": get_args(wl.Offload), "stack": get_args(wl.Stack), "quantization": get_args(wl.Quantization),
+           "cross_entropy": get_args(wl.CrossEntropy), "memory_format": get_args(wl.MemoryFormat)}
 LIMITS = [{}, {"deadline_hours": 6}, {"budget_usd": 50}, {"allow_spot": True}, {"max_gpus": 2},
           {"safety_margin": 0.2}, {"providers": ["aws", "gcp"]}, {"include_local": False}]
 
@@ -312,7 +313,7 @@ def body(response):
 with TestClient(create_app(), raise_server_exceptions=False) as client:
     print(json.dumps({"compiled": len(native.compiled())}))
     for _ in range(int(sys.argv[2])):
-        w = {"model": model(), "method": r.choice(["full", "lora", "qlora"])}
+        w = {"model": model(), "method": r.choice(get_args(wl.Method))}
         for key, values in CHOICES.items():
             if r.random() < 0.5:
                 w[key] = r.choice(values)
