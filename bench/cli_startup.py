@@ -35,11 +35,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from code_state import PACKAGES, describe  # bench/ is on sys.path when run as a script
+from workdir import work_folder
 
 REPO = Path(__file__).resolve().parents[1]
 QUOTE = ["quote", "--model", "llama-3-8b", "--method", "qlora", "--tokens", "1e8", "--json"]
@@ -144,11 +144,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="runs per command (p50 reported)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="gpucost-clistart-"))
-    try:
-        measure(args, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    measure(args, work_folder("gpucost-clistart-"))  # removed at exit
 
 
 def measure(args: argparse.Namespace, work: Path) -> None:

@@ -14,11 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 from cli_startup import gpucost, timed  # bench/ is on sys.path when run as a script
 from code_state import describe
+from workdir import work_folder
 
 MODELS = ["llama-3-8b", "qwen2.5-7b", "qwen2.5-3b", "qwen2.5-1.5b", "qwen2.5-0.5b", "gpt2", "bert-base", "distilbert"]
 
@@ -71,11 +70,7 @@ def import_cost(env: dict[str, str]) -> tuple[float, list[tuple[float, str]]]:
 
 
 def main() -> None:
-    work = Path(tempfile.mkdtemp(prefix="gpucost-footprint-"))
-    try:
-        measure(work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    measure(work_folder("gpucost-footprint-"))  # removed at exit
 
 
 def measure(work: Path) -> None:
