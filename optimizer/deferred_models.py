@@ -1,16 +1,14 @@
 """Models built when first used: what a CLI quote never validates or serialises is not built at import.
 
 Defining a pydantic model builds its validator and serializer, 1-4 ms each. ``gpucost quote`` imports
-47 of gpucost's models and uses 11: its request, the workload, the settings, the answer and what
-they hold. Of the others, those no HTTP route takes or gives as a whole (offers read back with
-``model_construct``, an estimate's parts, the pieces of other requests and answers: 22 of the 47)
-say ``defer_build=True`` and are built the first time something validates or serialises one
-directly (a model built at import that holds one carries its schema inline; the deferred class stays
-unbuilt). A route's own request and answer models cannot be deferred: FastAPI's
-validators for them follow the model's ``defer_build`` and would be made by the route's first
-request. ``tests/integration/test_cli_startup.py`` holds a quote to building none of the deferred
-models and the routes to taking none. A server builds them all when its app is made
-(``build_deferred``), so no request waits for one.
+49 of gpucost's models and builds 12: its request, the workload, the settings, the answer and what
+they hold. The other 37 (offers read back with ``model_construct``, an estimate's parts, the
+requests and answers of other routes and commands) say ``defer_build=True`` and are built the first
+time something validates or serialises one directly (a model built at import that holds one
+carries its schema inline; the deferred class stays unbuilt). ``tests/integration/test_cli_startup.py``
+holds a quote to building none of them. A server builds them all when its app is made
+(``build_deferred``), and with them the validators FastAPI wraps a route's models in, which follow
+the model's ``defer_build`` (``service.api.app.build_route_validators``), so no request waits for one.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class PlannedRun(BaseModel):
     """One run as quoted (CONTRACT v3: run_id, team, job, option, quoted_usd, quoted_hours,
     snapshot_id, created_at). ``resource_ids`` and the window let untagged lines match."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     run_id: RunId
     team: Annotated[str, Field(min_length=1, max_length=100)] | None = None
@@ -124,6 +124,8 @@ class CalibrationFactor(BaseModel):
 
 
 class Reconciliation(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     runs: list[RunBill]
     unmatched_usd: float
     billed_total_usd: float

@@ -19,8 +19,6 @@ from optimizer.candidates.offer_groups import OfferView, index_for, merge_reject
 from optimizer.errors import ProviderError
 from optimizer.estimator.estimate import estimate
 from optimizer.estimator.workload import Constraints
-from optimizer.measured import cpu_estimate, measured_estimator
-from optimizer.measurement import CPU, Measurement
 from optimizer.offer import LocalBuild, Offer, Part
 from optimizer.price_warnings import DEFAULT_STALE_AFTER_DAYS
 from optimizer.quotas import QuotaBook
@@ -45,6 +43,7 @@ PLAN_SOLVES = 4
 if TYPE_CHECKING:
     from optimizer.breakeven import BreakevenResult
     from optimizer.frontier import FrontierResult
+    from optimizer.measurement import Measurement
     from optimizer.plan import PlanResult
     from optimizer.recommend import RecommendResult
     from pricing.price_view import PriceView
@@ -71,12 +70,16 @@ class Prices(Protocol):
 
 
 # The planner, break-even, frontier and recommender (and the worker pool the heavy ones may run
-# in) are imported by the answers that use them: a CLI quote starts without them.
+# in) are imported by the answers that use them, and measurements' models only where some are
+# stored: a CLI quote starts without them.
 
 
 def estimate_answer(req: EstimateRequest, measurements: Sequence[Measurement] = ()) -> Estimate:
     """The estimate, using ``measurements`` that match it (``optimizer.measured``); on ``cpu``
     only from a stored CPU measurement of the workload."""
+    from optimizer.measured import cpu_estimate, measured_estimator
+    from optimizer.measurement import CPU
+
     if req.gpu.strip().lower() == CPU:
         return cpu_estimate(req.workload, measurements, estimate)
     # A person asking about one GPU wants to hear what would make the job fit when it does not.
@@ -90,7 +93,12 @@ def _estimator(prices: object) -> Estimator:
     prices (none: the model's own), checking the request's deadline on each call."""
     from pricing.store.measurement_peek import measurements_of
 
-    return guarded_estimator(measured_estimator(estimate, measurements_of(prices)))
+    measurements = measurements_of(prices)
+    if not measurements:
+        return guarded_estimator(estimate)  # what ``measured_estimator`` would hand back
+    from optimizer.measured import measured_estimator
+
+    return guarded_estimator(measured_estimator(estimate, measurements))
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,12 @@ import threading
 from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
+from typer import _click as click  # typer >= 0.26 vendors click; click itself is never loaded
 from typer.core import TyperGroup
 
 from optimizer.errors import GpucostError, InvalidInput
 from service.cli_help import decorate, print_version  # --version, examples in help, completion of names
-
-try:  # typer >= 0.20 vendors click and raises its own copies of click's exceptions
-    from typer._click import exceptions as _typer_click
-except ImportError:  # pragma: no cover - older typer uses click itself
-    _typer_click = click.exceptions  # type: ignore[assignment]
 
 COMMAND_MODULES = (
     "estimate",
@@ -49,10 +44,9 @@ COMMAND_MODULES = (
     "measurements",
 )
 
-_USAGE_ERRORS = (click.UsageError, _typer_click.UsageError)
-_EXITS = (typer.Exit, typer.Abort, click.exceptions.Exit, click.Abort, *(
-    [_typer_click.NoArgsIsHelpError] if hasattr(_typer_click, "NoArgsIsHelpError") else []))
-_CLICK_ERRORS = (click.ClickException, _typer_click.ClickException)
+_USAGE_ERRORS = (click.exceptions.UsageError,)
+_EXITS = (typer.Exit, typer.Abort, click.exceptions.NoArgsIsHelpError)
+_CLICK_ERRORS = (click.exceptions.ClickException,)
 
 
 def _fail(message: str, code: int) -> None:

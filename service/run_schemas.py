@@ -29,7 +29,7 @@ class RunRequest(BaseModel):
     """``POST /v1/runs`` / ``gpucost runs add``: a planned run as the contract names it, or a quote
     request (``quote``) whose best option becomes the run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     run_id: RunId
     team: TeamName | None = None
@@ -73,15 +73,21 @@ def saved_note(run: PlannedRun) -> SavedRunNote:
 
 
 class RunsResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     runs: list[PlannedRun]
 
 
 class SpendResponse(BaseModel):
     """``GET /v1/spend`` as JSON: rows with FOCUS column names (``x_`` columns are gpucost's)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     by: str
     rows: list[dict[str, Any]]
 
 
 class CalibrationResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     calibration: list[CalibrationFactor]

@@ -57,7 +57,7 @@ MAX_PLAN_JOBS = 500
 
 
 class EstimateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     workload: Workload
     gpu: Annotated[str, Field(min_length=1, max_length=100)] = "A100-80GB"
@@ -111,7 +111,7 @@ class BuyTarget(BaseModel):
 
 
 class BreakevenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     workload: Workload
     rent: RentTarget
@@ -135,7 +135,7 @@ class JobSpec(BaseModel):
 
 
 class PlanRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     # Bounded so one request cannot hold a worker for long (each job is priced on every offer).
     jobs: Annotated[list[JobSpec], Field(min_length=1, max_length=MAX_PLAN_JOBS)]
@@ -159,7 +159,7 @@ class PlanRequest(BaseModel):
 
 
 class RecommendRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     workload: Workload
     budget_usd: Annotated[float, Field(gt=0, le=1e9)] | None = None
@@ -170,6 +170,8 @@ class RecommendRequest(BaseModel):
 
 
 class OffersResponse(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     offers: list[Offer]
 
 
@@ -197,6 +199,8 @@ class RefreshRun(BaseModel):
 
 
 class PricesStatus(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     providers: list[ProviderStatus]
     lease: LeaseStatus | None = None
     runs: list[RefreshRun] = Field(default_factory=list, description="latest refresh attempts, newest first")

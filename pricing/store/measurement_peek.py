@@ -9,12 +9,14 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from optimizer.measurement import Measurement
 from pricing.store.peek import read_only_rows
+
+if TYPE_CHECKING:
+    from optimizer.measurement import Measurement
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +25,9 @@ MAX_MEASUREMENTS = 10_000
 
 
 def from_record(record: Any) -> Measurement | None:
+    # Imported with the first record: a store without measurements does not load their model.
+    from optimizer.measurement import Measurement
+
     try:
         return Measurement.model_validate(record)
     except ValidationError as exc:  # a record an older or newer gpucost wrote: skipped, not fatal

@@ -8,10 +8,16 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
+import pytest
+from fastapi.openapi.utils import get_fields_from_routes
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
+from fastapi.testclient import TestClient
+from pydantic import BaseModel, TypeAdapter
+from pydantic.warnings import UnsupportedFieldAttributeWarning
 from sqlalchemy import select, text
 
 from optimizer.deferred_models import deferred
@@ -20,8 +26,9 @@ from pricing.store.reads import _offer_builder
 from pricing.store.repository import open_store
 from pricing.store.rows import _OFFER_FIELDS, _offers
 from pricing.store.setup import MIGRATIONS_DIR, _at_revision, _engine_for, script_head
-from service.api.app import ROUTE_MODULES
+from service.api.app import ROUTE_MODULES, create_app
 from service.cli import COMMAND_MODULES, _names, app_for, build_app
+from service.settings import Settings
 
 QUOTE = ["quote", "--model", "gpt2", "--method", "lora", "--tokens", "1e6", "--json"]
 
@@ -152,7 +159,7 @@ def test_a_command_imports_with_the_collector_off_and_runs_with_it_on(tmp_path: 
 
 
 # At exit: gpucost's models that wait to be built until first used, those of them built by then,
-# and whether the break-even module was imported.
+# and which of the modules a quote has no use for were imported (break-even, measurements, click).
 MODELS = (
     "import atexit, json, sys\n"
     "def report():\n"
@@ -160,28 +167,32 @@ MODELS = (
     "    lazy = [c for c in own_models() if deferred(c)]\n"
     "    sys.stderr.write('\\nMODELS ' + json.dumps([sorted(c.__qualname__ for c in lazy),\n"
     "                     sorted(c.__qualname__ for c in lazy if c.__pydantic_complete__),\n"
-    "                     'optimizer.breakeven' in sys.modules]) + '\\n')\n"
+    "                     [m for m in ('optimizer.breakeven', 'optimizer.measurement', 'click')\n"
+    "                      if m in sys.modules]]) + '\\n')\n"
     "atexit.register(report)\n"
 )
 
 
-def _models_at_exit(code: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str], list[str], bool]:
+def _models_at_exit(code: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str], list[str], list[str]]:
     done = subprocess.run([sys.executable, "-c", MODELS + code, *args], check=False, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    lazy, built, breakeven = json.loads(done.stderr.rsplit("MODELS ", 1)[1])
-    return done.stdout, lazy, built, breakeven
+    lazy, built, unused = json.loads(done.stderr.rsplit("MODELS ", 1)[1])
+    return done.stdout, lazy, built, unused
 
 
 def test_a_quote_builds_none_of_the_models_it_never_validates_or_serialises(tmp_path: Path) -> None:
     env = _env(tmp_path)
     first = _run(QUOTE, env)  # creates and seeds the store (offers validated) and prepares its snapshot
     assert first.returncode == 0, first.stderr
-    out, lazy, built, breakeven = _models_at_exit("from service.cli import main\nmain()\n", QUOTE, env)
+    out, lazy, built, unused = _models_at_exit("from service.cli import main\nmain()\n", QUOTE, env)
     assert json.loads(out)["best"] is not None
-    assert not breakeven  # the tables' labels import its result type only to annotate
-    # Offers read back, an estimate's parts, the pieces of other requests and answers.
-    assert {"Offer", "MemoryBreakdown", "HostNeeds", "JobSpec", "RunBill", "StepSeconds", "ProviderStatus"} <= set(lazy)
+    # The tables' labels import break-even's result type only to annotate; measurements' models
+    # load only where some are stored; typer carries its own click.
+    assert unused == []
+    # Offers read back, an estimate's parts, the pieces and routes of other requests and answers.
+    assert {"Offer", "MemoryBreakdown", "HostNeeds", "JobSpec", "RunBill", "ProviderStatus",
+            "PlanRequest", "RunRequest", "PlannedRun", "PricesStatus"} <= set(lazy)
     assert built == []
 
 
@@ -191,19 +202,43 @@ def test_a_served_app_builds_every_deferred_model_when_it_is_made(tmp_path: Path
     assert built == lazy
 
 
-def test_no_route_takes_or_gives_a_model_built_on_first_use() -> None:
-    """FastAPI's validators for a route's body and answer follow the model's ``defer_build``: for such a
-    model they would be made by the route's first request, outside FastAPI's own set-up (with a warning)."""
-    checked = set()
+def test_routes_answer_without_building_a_validator(tmp_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route models a CLI quote never uses wait to be built (``defer_build``). FastAPI's validators and
+    serializers for a route follow its model's ``defer_build``, so the app builds them when it is made
+    (``build_route_validators``): no request builds one, nor warns about the ``Field`` they wrap."""
+    lazy = set()
     for name in ROUTE_MODULES:
         for route in importlib.import_module(f"service.api.routes.{name}").router.routes:
             if not isinstance(route, APIRoute):
                 continue
             for t in (route.response_model, *(p.field_info.annotation for p in route.dependant.body_params)):
-                if isinstance(t, type) and issubclass(t, BaseModel):
-                    checked.add(t)
-                    assert not deferred(t), f"{route.path}: {t.__name__} says defer_build"
-    assert len(checked) > 15
+                if isinstance(t, type) and issubclass(t, BaseModel) and deferred(t):
+                    lazy.add(t.__name__)
+    assert {"PlanRequest", "BreakevenRequest", "RunRequest", "OffersResponse", "PricesStatus", "RunsResponse"} <= lazy
+
+    app = create_app(Settings(db_url=tmp_db_url))
+    fields = get_fields_from_routes(app.routes)
+    assert len(fields) > 30 and all(f._type_adapter.pydantic_complete for f in fields)
+
+    builds: list[str] = []
+    real = TypeAdapter._init_core_attrs
+
+    def counting(self: TypeAdapter[Any], ns_resolver: Any, force: bool, raise_errors: bool = False) -> bool:
+        if force:
+            builds.append(repr(self))
+        return real(self, ns_resolver, force, raise_errors)
+
+    monkeypatch.setattr(TypeAdapter, "_init_core_attrs", counting)
+    asks = [("POST", "/v1/plan", {"jobs": []}, 422), ("POST", "/v1/breakeven", {}, 422),
+            ("POST", "/v1/recommend", {}, 422), ("POST", "/v1/estimate", {}, 422), ("POST", "/v1/runs", {}, 422),
+            ("GET", "/v1/offers?limit=1", None, 200), ("GET", "/v1/prices/status", None, 200),
+            ("GET", "/v1/runs", None, 200), ("GET", "/v1/spend", None, 200), ("GET", "/v1/calibration", None, 200)]
+    with TestClient(app) as client, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for method, path, body, status in asks:
+            assert client.request(method, path, json=body).status_code == status, path
+    assert builds == []
+    assert not [w for w in seen if issubclass(w.category, UnsupportedFieldAttributeWarning)]
 
 
 def test_the_startup_bench_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
