@@ -104,12 +104,12 @@ def timed(cmd: list[str], env: dict[str, str], n: int) -> tuple[float, float]:
 
 
 # ``service.cli.main`` as it was before the collector was turned off for the imports.
-# OpenBLAS held to one thread as ``main`` holds it, so that only the collector differs.
+# OpenBLAS and pydantic's plugins held as ``main`` holds them, so that only the collector differs.
 COLLECTING_MAIN = (
     "import sys\n"
     "from service import cli\n"
     "try:\n"
-    "    with cli._one_blas_thread():\n"
+    "    with cli._import_env():\n"
     "        command = cli._command(cli.app_for(sys.argv[1:]))\n"
     "    command()\n"
     "except SystemExit as exc:\n"
@@ -181,7 +181,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     print(f"imports with the collector off, then frozen: {off:.3f} s wall against {on:.3f} s with it on "
           f"(x{off / on:.2f}; p50 of {2 * args.runs} each, taken in turn)")
 
-    # One OpenBLAS thread while the command's modules load (``service.cli._one_blas_thread``) against
+    # One OpenBLAS thread while the command's modules load (``service.cli._import_env``) against
     # OpenBLAS's own count: a thread count the user sets is left alone, so naming every core here
     # gives the process what it had before.
     cores = os.cpu_count() or 1
@@ -190,6 +190,13 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     print(f"numpy's OpenBLAS on one thread while the command loads: {one_wall:.3f} s wall, {one_cpu:.3f} s CPU "
           f"against {all_wall:.3f} s wall, {all_cpu:.3f} s CPU on {cores} (x{one_wall / all_wall:.2f} wall, "
           f"x{one_cpu / all_cpu:.2f} CPU; p50 of {2 * args.runs} each, taken in turn)")
+
+    # pydantic's look for plugins skipped while the command loads, against a user who set the
+    # variable empty (kept as given; pydantic then looks through every package's entry points).
+    skipped, looked = in_turn([*gpucost(), *QUOTE], [*gpucost(), *QUOTE], env, 2 * args.runs,
+                              {**env, "PYDANTIC_DISABLE_PLUGINS": ""})
+    print(f"pydantic's plugin look-up skipped while the command loads: {skipped:.3f} s wall against "
+          f"{looked:.3f} s with it (x{skipped / looked:.2f}; p50 of {2 * args.runs} each, taken in turn)")
 
     # What scripts/setup's bytecode step buys: the quote from a copy of the project's packages (and
     # its compiled build) that has no bytecode, each run compiling the modules it imports, as every

@@ -191,22 +191,27 @@ def _command(typer_app: typer.Typer) -> click.Command:
     return group  # examples and completions: added as _Group is built
 
 
+# Set while a command's modules are imported, unless the user set them; gone before it runs, so
+# the processes it starts (a server's workers, a probe's training) get the environment they were
+# given. numpy's OpenBLAS starts a thread per core as it loads, and those spin waiting for work that
+# never comes (gpucost calls no BLAS routine): some 0.1 s of CPU on every command, a core taken from
+# whatever else runs. pydantic looks for plugins through every installed package's entry points
+# as it builds the first model (some 10 ms here); gpucost has none, and typer already turns them
+# off while it builds its own validators. Both are read once, while the modules load
+# (``bench/cli_startup.py`` times each).
+_IMPORT_ENV = {"OPENBLAS_NUM_THREADS": "1", "PYDANTIC_DISABLE_PLUGINS": "__all__"}
+
+
 @contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """numpy's OpenBLAS starts a thread per core as it loads, and those spin waiting for work
-    that never comes (gpucost calls no BLAS routine): some 0.1 s of CPU on every command, a core
-    taken from whatever else runs (``bench/cli_startup.py``). OpenBLAS reads its thread count
-    once, at load, so one thread is asked for while the command's modules are imported, unless
-    the user set a count; the variable is gone again before the command runs, so the processes
-    it starts (a server's workers, a probe's training) get the environment they were given."""
-    if "OPENBLAS_NUM_THREADS" in os.environ:
-        yield
-        return
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+def _import_env() -> Iterator[None]:
+    """``_IMPORT_ENV``'s variables the user did not set, set for the duration."""
+    added = {k: v for k, v in _IMPORT_ENV.items() if k not in os.environ}
+    os.environ.update(added)
     try:
         yield
     finally:
-        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def main() -> NoReturn:
@@ -217,7 +222,7 @@ def main() -> NoReturn:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with _one_blas_thread():
+        with _import_env():
             command = _command(app_for(sys.argv[1:]))
     finally:
         gc.freeze()

@@ -253,28 +253,32 @@ def test_the_startup_bench_runs_and_leaves_nothing_behind(tmp_path: Path) -> Non
             "gpucost quote --model llama-3-8b --method qlora --tokens 1e8 --json"} <= set(rows), done.stdout
     assert "the quote with the project's bytecode written (scripts/setup): " in done.stdout
     assert "numpy's OpenBLAS on one thread while the command loads: " in done.stdout
+    assert "pydantic's plugin look-up skipped while the command loads: " in done.stdout
     assert "read through PreparedReader" in done.stdout
     assert list(tmp_path.iterdir()) == []  # its store, prepared files and the copy removed
 
 
-# A command run through ``main`` that reports, as the process ends, how many threads it has and
-# what OPENBLAS_NUM_THREADS says then.
-_THREADS_AT_EXIT = (
+# A command run through ``main`` that reports, as the process ends, how many threads it has, what
+# OPENBLAS_NUM_THREADS and PYDANTIC_DISABLE_PLUGINS say then, and whether pydantic looked for plugins.
+_AT_EXIT = (
     "import atexit, os, sys\n"
     "from service import cli\n"
-    "atexit.register(lambda: sys.stderr.write("
-    "f\"threads={len(os.listdir('/proc/self/task'))} var={os.environ.get('OPENBLAS_NUM_THREADS')}\\n\"))\n"
+    "def report():\n"
+    "    from pydantic.plugin import _loader\n"
+    "    sys.stderr.write(f\"threads={len(os.listdir('/proc/self/task'))} "
+    "blas={os.environ.get('OPENBLAS_NUM_THREADS')} plugins={os.environ.get('PYDANTIC_DISABLE_PLUGINS')} "
+    "looked={_loader._plugins is not None}\\n\")\n"
+    "atexit.register(report)\n"
     "cli.main()\n"
 )
 
 
-def _threads_at_exit(env: dict[str, str]) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-c", _THREADS_AT_EXIT, *QUOTE], check=False, env=env,
+def _at_exit(env: dict[str, str]) -> dict[str, str]:
+    done = subprocess.run([sys.executable, "-c", _AT_EXIT, *QUOTE], check=False, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     json.loads(done.stdout)  # the answer is still one JSON document
-    threads, var = done.stderr.strip().splitlines()[-1].split()
-    return int(threads.removeprefix("threads=")), var.removeprefix("var=")
+    return dict(item.split("=", 1) for item in done.stderr.strip().splitlines()[-1].split())
 
 
 def test_a_command_loads_numpy_on_one_blas_thread_and_leaves_the_environment_as_given(tmp_path: Path) -> None:
@@ -282,13 +286,25 @@ def test_a_command_loads_numpy_on_one_blas_thread_and_leaves_the_environment_as_
     BLAS routine). ``main`` asks for one while the command loads, unless the user set a count, and
     takes the variable away again before the command runs (its children get the user's environment)."""
     env = {k: v for k, v in _env(tmp_path).items() if k != "OPENBLAS_NUM_THREADS"}
-    _threads_at_exit(env)  # the store set up first, so the runs below only answer
-    one, var = _threads_at_exit(env)
-    assert var == "None"  # not left behind for what the command starts
+    _at_exit(env)  # the store set up first, so the runs below only answer
+    one = _at_exit(env)
+    assert one["blas"] == "None"  # not left behind for what the command starts
     cores = str(len(os.sched_getaffinity(0)))
-    every, var_every = _threads_at_exit({**env, "OPENBLAS_NUM_THREADS": cores})
-    assert var_every == cores  # the user's own setting is kept
-    user_one, _ = _threads_at_exit({**env, "OPENBLAS_NUM_THREADS": "1"})
-    assert one == user_one  # as if the user had asked for one thread
+    every = _at_exit({**env, "OPENBLAS_NUM_THREADS": cores})
+    assert every["blas"] == cores  # the user's own setting is kept
+    user_one = _at_exit({**env, "OPENBLAS_NUM_THREADS": "1"})
+    assert one["threads"] == user_one["threads"]  # as if the user had asked for one thread
     if int(cores) > 1:
-        assert every > one  # OpenBLAS's own threads: the count above can tell the two apart
+        assert int(every["threads"]) > int(one["threads"])  # OpenBLAS's own threads tell the two apart
+
+
+def test_a_quote_never_looks_for_pydantic_plugins_unless_the_user_says_so(tmp_path: Path) -> None:
+    """pydantic looks through every installed package's entry points for plugins as it builds its first
+    model; ``main`` turns that off while the command loads (a quote builds no model after), unless the
+    user set PYDANTIC_DISABLE_PLUGINS, and takes the variable away again before the command runs."""
+    env = {k: v for k, v in _env(tmp_path).items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    _at_exit(env)
+    quiet = _at_exit(env)
+    assert (quiet["looked"], quiet["plugins"]) == ("False", "None")
+    given = _at_exit({**env, "PYDANTIC_DISABLE_PLUGINS": ""})  # set, empty: pydantic looks as before
+    assert (given["looked"], given["plugins"]) == ("True", "")
