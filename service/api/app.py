@@ -234,9 +234,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def build_route_validators(app: FastAPI) -> int:
-    """Build the validators and serializers FastAPI made for the routes' bodies and answers; how
-    many were still to build.
+def build_route_validators(app: FastAPI) -> None:
+    """Build the validators and serializers FastAPI made for the routes' bodies and answers.
 
     FastAPI wraps each in a ``TypeAdapter``, which follows its model's ``defer_build``: for a
     route whose model a CLI quote never uses (``optimizer.deferred_models``) it would be built by
@@ -244,12 +243,9 @@ def build_route_validators(app: FastAPI) -> int:
     is built here instead, that warning silenced as FastAPI's own set-up silences it. The adapter
     is a private attribute of FastAPI's ``ModelField``: ``test_cli_startup.py`` fails if a request
     still builds one."""
-    built = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)
         for field in get_fields_from_routes(app.routes):
             adapter = getattr(field, "_type_adapter", None)
             if adapter is not None and not adapter.pydantic_complete:
                 adapter.rebuild(force=True)
-                built += 1
-    return built
