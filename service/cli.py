@@ -197,8 +197,10 @@ def _command(typer_app: typer.Typer) -> click.Command:
 # never comes (gpucost calls no BLAS routine): some 0.1 s of CPU on every command, a core taken from
 # whatever else runs. pydantic looks for plugins through every installed package's entry points
 # as it builds the first model (some 10 ms here); gpucost has none, and typer already turns them
-# off while it builds its own validators. Both are read once, while the modules load
-# (``bench/cli_startup.py`` times each).
+# off while it builds its own validators. OpenBLAS reads its count once, as it loads; pydantic
+# reads the variable at each model it builds, so a model a command builds later (one deferred,
+# ``optimizer.deferred_models``) still has pydantic look then, as before (``bench/cli_startup.py``
+# times each).
 _IMPORT_ENV = {"OPENBLAS_NUM_THREADS": "1", "PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 
