@@ -20,8 +20,10 @@ each time: new memory and speed models) and ``model`` (a model size nobody asked
 time). ``--big-plan N`` then sends one N-job plan and probes ``/healthz`` until it is answered,
 printing the slowest probe.
 
-Errors are 5xx answers and failed connections; 429 (admission refused) is counted apart. Every
-request loop is bounded in time; nothing leaves the loopback interface.
+Errors are 5xx answers and failed connections; 429 (admission refused) is counted apart.
+``server_rss_mb`` is the resident memory of every server process (workers and solve workers
+included) after each level: it must level off however many new questions came. Every request
+loop is bounded in time; nothing leaves the loopback interface.
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ def free_port() -> int:
 
 @contextmanager
 def server(env_extra: dict[str, str] | None = None, args: list[str] | None = None,
-           log_path: Path | None = None, cwd: Path = REPO) -> Iterator[str]:
+           log_path: Path | None = None, cwd: Path = REPO, pids: list[int] | None = None) -> Iterator[str]:
     """A ``gpucost serve`` subprocess on loopback; yields its base URL once ``/readyz`` is 200.
-    ``cwd``: the checkout whose code serves (``bench/ab_quotes.py`` serves an earlier revision)."""
+    ``cwd``: the checkout whose code serves (``bench/ab_quotes.py`` serves an earlier revision);
+    ``pids``: gets the subprocess's pid (``tree_rss_mb``)."""
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="gpucost-load-"))
     env = {
@@ -79,6 +82,8 @@ def server(env_extra: dict[str, str] | None = None, args: list[str] | None = Non
         cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://{HOST}:{port}"
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -103,6 +108,22 @@ def server(env_extra: dict[str, str] | None = None, args: list[str] | None = Non
         log.close()
         if sys.exc_info()[0] is None:  # kept, with the server's log, only when something failed
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory (VmRSS) of ``pid`` and every process below it, in MB (Linux; 0 elsewhere):
+    a served process's memory must stay bounded however many new questions it answers."""
+    total_kb, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            total_kb += int(status.split("VmRSS:")[1].split()[0])
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or no /proc
+    return round(total_kb / 1024, 1)
 
 
 def request(port: int, method: str, path: str, body: Any = None, timeout: float = 120,
@@ -298,7 +319,7 @@ def big_plan(port: int, jobs: int) -> dict[str, Any]:
 
 COLUMNS = ["clients", "throughput_rps", "quote_p50_ms", "quote_p99_ms", "offers_p50_ms", "offers_p99_ms",
            "plan_p50_ms", "plan_p99_ms", "healthz_p50_ms", "healthz_p99_ms", "quote_over_healthz_p50",
-           "errors", "refused_429"]
+           "errors", "refused_429", "server_rss_mb"]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -328,15 +349,19 @@ def main() -> None:
         ap.error(f"--distinct: modes are {', '.join(MODES)}")
     code = describe()
     by_mode: dict[str, list[dict[str, Any]]] = {}
-    with server(args=["--workers", str(args.workers)]) as base:
+    pids: list[int] = []
+    with server(args=["--workers", str(args.workers)], pids=pids) as base:
         port = int(base.rsplit(":", 1)[1])
         for mode in modes:
             # Warm up: the store's memo, the offer index and the estimator caches.
             rng = random.Random(99)
             for _ in range(30):
                 request(port, "POST", "/v1/quote", quote_body(rng, mode))
-            by_mode[mode] = [run_level(port, n, args.seconds, mode, seed=100 * n, mix=args.mix)
-                             for n in levels]
+            by_mode[mode] = []
+            for n in levels:
+                row = run_level(port, n, args.seconds, mode, seed=100 * n, mix=args.mix)
+                row["server_rss_mb"] = tree_rss_mb(pids[0])  # every server process, after the level
+                by_mode[mode].append(row)
         plan_row = big_plan(port, args.big_plan) if args.big_plan else None
     rows = by_mode[modes[0]]
     if args.json:

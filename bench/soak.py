@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load import markdown, request, run_level, server  # noqa: E402
+from load import markdown, request, run_level, server, tree_rss_mb  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "reference" / "skypilot-catalog"
 CLOUDS = ("lambda", "runpod")
@@ -95,7 +95,8 @@ def soak(minutes: float, clients: int) -> dict[str, Any]:
         while not stop.wait(30):
             write_catalog(catalog, rng)
 
-    with server(env, ["--log-format", "json"], log_path=log) as base:
+    pids: list[int] = []
+    with server(env, ["--log-format", "json"], log_path=log, pids=pids) as base:
         port = int(base.rsplit(":", 1)[1])
         changer = threading.Thread(target=rewrite, daemon=True)
         changer.start()
@@ -105,6 +106,7 @@ def soak(minutes: float, clients: int) -> dict[str, Any]:
         remaining = seconds
         while remaining > 0:
             slices.append(run_level(port, clients, min(60.0, remaining), distinct=False, seed=len(slices)))
+            slices[-1]["server_rss_mb"] = tree_rss_mb(pids[0])
             remaining -= 60.0
         # The last minute's refresh may still be running: give it a bounded moment to finish.
         deadline = time.monotonic() + 90

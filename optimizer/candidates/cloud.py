@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from optimizer import costs, spot_risk
 from optimizer.candidates.amounts import KeptMoves, amount_key, take_read
@@ -497,17 +498,21 @@ def _filter_offers(
         frozenset(constraints.regions) if constraints.regions else None, _frozen(_wanted_gpus(constraints)),
         constraints.allow_spot, constraints.allow_suspect_prices, id(screen),
     )
-
-    def group() -> tuple[OfferList, PriceScreen | None, dict[_GroupKey, _Group],
-                         tuple[tuple[str, str], ...]]:
-        recorded = _Recorded()
-        groups = _grouped(offers, constraints, recorded, screen)  # type: ignore[arg-type]
-        return offers, screen, groups, tuple(recorded.added)
-
-    _, _, groups, added = _FILTERED.get_or_compute(key, group)
+    # A partial, not a nested function: compiled, a nested function and its closure form a cycle
+    # (``local_sizes.sizes_at``).
+    _, _, groups, added = _FILTERED.get_or_compute(key, partial(_group, offers, constraints, screen))
     for reason, example in added:  # tallied again, in the order the filter met them
         tally.add(reason, example)
     return groups
+
+
+def _group(offers: OfferList, constraints: Constraints, screen: PriceScreen | None) -> tuple[
+    OfferList, PriceScreen | None, dict[_GroupKey, _Group], tuple[tuple[str, str], ...]
+]:
+    """What ``_FILTERED`` keeps: the list, the screen, the groups and the rejections in order."""
+    recorded = _Recorded()
+    groups = _grouped(offers, constraints, recorded, screen)  # type: ignore[arg-type]
+    return offers, screen, groups, tuple(recorded.added)
 
 
 def _grouped(

@@ -14,7 +14,9 @@ otherwise the entry's sizes are made anew for each request (``test_moved_configs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from optimizer.candidates.amounts import amount_key, job_figures, take_read
 from optimizer.candidates.batch import cannot_keep, data_parallel_width
@@ -192,21 +194,25 @@ def sizes_at(
     """``sizes`` with each size's hours and job host for ``workload``'s amount: from what an earlier
     request kept for the workload without its amount, moved, when the product's estimator makes
     them; the estimates they read go into ``memo`` either way."""
-
-    def make(read: _Memo | None = None) -> list[Size]:
-        return sizes(workload, gpu, gpu_count, max_gpus=max_gpus, max_units=max_units, margin=margin,
-                     estimator=estimator, shardings=shardings, memo=memo, read=read)
-
+    # Partials, not nested functions: compiled (``optimizer.native``), a nested function and its
+    # closure refer to each other, and that cycle held ``memo`` with every estimate of the request
+    # until a collection, which a served process's freeze at each request end put off for an hour.
+    make: Callable[..., list[Size]] = partial(
+        sizes, workload, gpu, gpu_count, max_gpus=max_gpus, max_units=max_units, margin=margin,
+        estimator=estimator, shardings=shardings, memo=memo,
+    )
     if not kept_across_requests(estimator, shardings):
         return _as_made(make())
-
-    def compute() -> KeptSizes:
-        read: _Memo = {}
-        return KeptSizes(make(read), read, workload)
-
-    kept = _SIZES.get_or_compute((amount_key(workload), gpu, gpu_count, max_gpus, max_units, margin), compute)
+    key = (amount_key(workload), gpu, gpu_count, max_gpus, max_units, margin)
+    kept = _SIZES.get_or_compute(key, partial(_keep, make, workload))
     moved = kept.at(workload)
     if moved is None:  # these sizes do not move between amounts
         return _as_made(make())
     take_read(memo, kept.read, workload)
     return moved
+
+
+def _keep(make: Callable[..., list[Size]], workload: Workload) -> KeptSizes:
+    """What ``_SIZES`` keeps: the sizes ``make`` makes, with the estimates they read."""
+    read: _Memo = {}
+    return KeptSizes(make(read=read), read, workload)

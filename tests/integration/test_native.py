@@ -251,6 +251,77 @@ def test_offloaded_checkpoints_are_answered_over_http_either_way(build: Path, tm
     assert compiled["recipe"]["gradient_checkpointing"] == "offload"
 
 
+# Questions nobody asked before, of every answer, with the cycle collector off: what a collection
+# then finds is what reference cycles kept after the answer (``service.api.heap``: a served process
+# freezes the heap at every request end, so such garbage would stay until the hourly thaw).
+CYCLES = r"""
+import gc, itertools, json
+from optimizer import native
+from service.answers import (breakeven_answer, estimate_answer, frontier_answer, plan_answer, quote_answer,
+                             recommend_answer)
+from service.commands._common import open_reader_from_settings
+from service.schemas import BreakevenRequest, EstimateRequest, PlanRequest, QuoteRequest, RecommendRequest
+from service.settings import get_settings
+
+store = open_reader_from_settings()
+fresh = itertools.count(1)
+limits = [{}, {"deadline_hours": 6}, {"allow_spot": True, "deadline_hours": 48, "egress_gb": 50},
+          {"max_gpus": 2, "safety_margin": 0.15}, {"providers": ["aws", "gcp"], "respect_quotas": True}]
+
+def workload(kind, k):
+    w = {"model": ["gpt2", "qwen2.5-0.5b", "llama-3-8b"][k % 3], "method": ["full", "lora", "qlora"][k % 3],
+         "tokens": 1e7 * (1 + k) + k}
+    if kind == "seq_len":
+        w["seq_len"] = 300 + k
+    elif kind != "tokens":
+        w["model"] = {"params_b": 0.2 + 0.0137 * k, "name": f"cycles-{k}"}
+    return w
+
+def ask(kind):
+    k = next(fresh)
+    w = workload(kind, k)
+    if kind in ("tokens", "seq_len", "model"):
+        quote_answer(QuoteRequest.model_validate({"workload": w, "constraints": limits[k % 5], "top": 5}), store)
+    elif kind == "estimate":
+        estimate_answer(EstimateRequest.model_validate({"workload": w, "gpu": "A100-80GB", "gpu_count": 1 + k % 2}))
+    elif kind == "breakeven":
+        breakeven_answer(BreakevenRequest.model_validate(
+            {"workload": w, "rent": {"gpu": "A100-80GB"}, "buy": {"gpu": "RTX4090"}}), store)
+    elif kind == "frontier":
+        frontier_answer(QuoteRequest.model_validate({"workload": w}), store)
+    elif kind == "recommend":
+        recommend_answer(RecommendRequest.model_validate({"workload": w}), store, get_settings())
+    else:
+        jobs = [{"name": f"j{j}", "workload": workload("model", 3 * k + j), "runs_per_month": 2} for j in range(3)]
+        plan_answer(PlanRequest.model_validate({"jobs": jobs, "horizon_months": 6}), store)
+
+kinds = ["tokens", "seq_len", "model", "estimate", "breakeven", "frontier", "recommend", "plan"]
+for kind in kinds:
+    ask(kind)  # the first of its kind loads what every later one shares
+left = {"compiled": len(native.compiled())}
+for kind in kinds:
+    gc.collect()
+    gc.disable()
+    for _ in range(6):
+        ask(kind)
+    left[kind] = gc.collect()
+    gc.enable()
+print(json.dumps(left))
+"""
+
+
+def test_new_questions_leave_no_reference_cycles_either_way(build: Path, tmp_path: Path) -> None:
+    """Compiled, a nested function and its closure refer to each other: ``local_sizes.sizes_at``'s
+    held the request's memo, every estimate in it, and a served process froze them for an hour
+    (2026-12-05: 0.5 GB more after 600 new models, the quotes 60 % slower by then)."""
+    compiled = json.loads(_python(CYCLES, _env(tmp_path, GPUCOST_NATIVE_DIR=str(build)))[-1])
+    python = json.loads(_python(CYCLES, _env(tmp_path, GPUCOST_NATIVE="0"))[-1])
+    assert compiled.pop("compiled") == len(native.MODULES)
+    assert python.pop("compiled") == 0
+    assert len(compiled) == 8
+    assert compiled == python == dict.fromkeys(compiled, 0)
+
+
 # Seeded random requests over HTTP: recipes with any field given or left out, and models given by
 # name, by dimensions and by config.json, some with a field of another type or out of range (a
 # whole float, a string, a bool, a list, a negative number, a zero), since compiled code checks at
