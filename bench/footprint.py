@@ -4,7 +4,8 @@
   ``gpucost estimate`` and ``gpucost quote --json`` once the store exists (set-up done), p50 of 5;
 * server: ``gpucost serve`` on the same store: seconds until ``/readyz`` answers, the first quote's
   latency, and its resident memory (VmRSS) after start, after the first quote, after 200 quotes of
-  distinct workloads (the estimator's memo growing) and after a plan of 50 jobs.
+  distinct workloads (the estimator's memo growing), after a plan of 50 jobs, and after 500 and
+  1,000 quotes of new models (bounded: the second 500 must leave it about where the first did).
 
 Run: .venv/bin/python bench/footprint.py
 """
@@ -128,6 +129,16 @@ def measure(work: Path) -> None:
         rss3 = rss_mb(server.pid)
         print(f"server RSS: {rss0:.0f} MB ready, {rss1:.0f} MB after the first quote, {rss2:.0f} MB after 200 "
               f"distinct quotes, {rss3:.0f} MB after a 50-job plan ({plan_s:.1f} s, {p['solver']['status']})")
+        # Then models nobody asked before, each estimated anew on every card: the memos fill and
+        # let go, so the second 500 must leave the process about where the first did.
+        after = []
+        for i in range(1, 1001):
+            model = {"params_b": round(0.2 + 0.0029 * i, 4), "name": f"footprint-{i}"}
+            http("POST", f"{base}/v1/quote", {"workload": {**workload(i), "model": model}})
+            if i % 500 == 0:
+                after.append(rss_mb(server.pid))
+        print(f"server RSS after new models: {after[0]:.0f} MB after 500, {after[1]:.0f} MB after 1,000 "
+              f"({after[1] - after[0]:+.0f} MB for the second 500)")
     finally:
         server.terminate()
         server.wait(timeout=30)
