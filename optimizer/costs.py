@@ -35,7 +35,9 @@ IDLE_HOURS_PER_RUN = 1.0
 MAX_UTILIZATION = 0.8
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class MachineSizing:
     """How many machines a workload of ``hours_needed`` machine-hours takes within a span of months."""
 
@@ -43,6 +45,14 @@ class MachineSizing:
     utilization: float  # share of those machines' hours (730 a month) the work uses
     hours_needed: float
     hours_available_per_machine: float
+
+    def __init__(
+        self, machines: int, utilization: float, hours_needed: float, hours_available_per_machine: float,
+    ) -> None:
+        self.machines = machines
+        self.utilization = utilization
+        self.hours_needed = hours_needed
+        self.hours_available_per_machine = hours_available_per_machine
 
 
 def machines_needed(
@@ -88,7 +98,9 @@ def spot_wall_hours(
     return run_hours / (1.0 - slowdown)
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class RentCost:
     wall_hours: float  # per run, setup and interruptions included
     billed_hours: float  # per node per run
@@ -96,6 +108,17 @@ class RentCost:
     compute_usd: float
     setup_usd: float
     interruption_usd: float
+
+    def __init__(
+        self, wall_hours: float, billed_hours: float, cost_per_run_usd: float, compute_usd: float, setup_usd: float,
+        interruption_usd: float,
+    ) -> None:
+        self.wall_hours = wall_hours
+        self.billed_hours = billed_hours
+        self.cost_per_run_usd = cost_per_run_usd
+        self.compute_usd = compute_usd
+        self.setup_usd = setup_usd
+        self.interruption_usd = interruption_usd
 
     def breakdown(self, runs: int = 1) -> dict[str, float]:
         return {
@@ -185,13 +208,24 @@ def energy_cost_usd(
     return energy_kwh(hours, power_w, psu_efficiency) * usd_per_kwh
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class BuyCost:
     capex_usd: float
     resale_usd: float
     energy_usd: float
     idle_energy_usd: float
     energy_per_run_usd: float
+
+    def __init__(
+        self, capex_usd: float, resale_usd: float, energy_usd: float, idle_energy_usd: float, energy_per_run_usd: float,
+    ) -> None:
+        self.capex_usd = capex_usd
+        self.resale_usd = resale_usd
+        self.energy_usd = energy_usd
+        self.idle_energy_usd = idle_energy_usd
+        self.energy_per_run_usd = energy_per_run_usd
 
     @property
     def total_usd(self) -> float:

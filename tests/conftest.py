@@ -16,7 +16,7 @@ os.environ.setdefault("NO_GCE_CHECK", "true")
 # commands the tests start run the compiled ones where a current build exists (optimizer.native;
 # tests/integration/test_native.py holds the two to the same answers). Set before optimizer loads.
 # GPUCOST_TEST_NATIVE=1 runs the tests on the compiled modules instead, all but those marked
-# ``python_only`` (they patch or subclass the modules' internals): test_native.py runs the unit and
+# ``python_only`` (they patch, subclass or inspect the modules' internals): test_native.py runs the unit and
 # contract tests so.
 ON_COMPILED = os.environ.get("GPUCOST_TEST_NATIVE") == "1"
 os.environ["GPUCOST_NATIVE"] = "1" if ON_COMPILED else "0"
@@ -37,7 +37,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if ON_COMPILED:
-        skip = pytest.mark.skip(reason="patches or subclasses the Python modules' internals")
+        skip = pytest.mark.skip(reason="patches, subclasses or inspects the Python modules' internals")
         for item in items:
             if item.get_closest_marker("python_only"):
                 item.add_marker(skip)

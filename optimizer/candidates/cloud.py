@@ -71,9 +71,8 @@ from optimizer.subscriptions import SubscriptionLimits, monthly_floor_usd, sessi
 MIN_GPUS_FOR_MULTI_NODE = 8
 
 
-# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
-@dataclass(slots=True)
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
 class _Config:
     """One estimate shared by every offer of a (GPU, GPUs per node) group."""
 
@@ -96,6 +95,31 @@ class _Config:
     # The estimate it was made from, to move it to another amount of training (``candidates.amounts``);
     # a moved configuration keeps the one it was moved from (its amount figures are the config's own).
     source: Estimate | None = field(default=None, compare=False, repr=False)
+
+    def __init__(
+        self, nodes: int, sharding: str, train_hours: float, mem_gb: float, ram_gb_per_node: float, cores_per_node: float,
+        total_gpus: float, reason: str | None, setup_hours: float = 0.0, recipe: Recipe | None = None,
+        disk_gb_per_node: float = 0.0, checkpoint_gb: float = 0.0, basis: str = "model",
+        measurement_id: str | None = None, warnings: tuple[str, ...] = (), images: bool = False,
+        source: Estimate | None = None,
+    ) -> None:
+        self.nodes = nodes
+        self.sharding = sharding
+        self.train_hours = train_hours
+        self.mem_gb = mem_gb
+        self.ram_gb_per_node = ram_gb_per_node
+        self.cores_per_node = cores_per_node
+        self.total_gpus = total_gpus
+        self.reason = reason
+        self.setup_hours = setup_hours
+        self.recipe = recipe
+        self.disk_gb_per_node = disk_gb_per_node
+        self.checkpoint_gb = checkpoint_gb
+        self.basis = basis
+        self.measurement_id = measurement_id
+        self.warnings = warnings
+        self.images = images
+        self.source = source
 
 
 # A group's (GPU, GPUs per node, memory per GPU, inter-node fabric, subscription plan).

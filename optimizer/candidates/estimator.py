@@ -78,15 +78,19 @@ def _estimate(
         return UNSUPPORTED
 
 
-# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
-@dataclass(slots=True)
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
 class JobHost:
     """What the job itself needs of one node's host (up to 8 GPUs), and its per-run setup hours."""
 
     ram_gb: float
     cpu_cores: float
     setup_hours: float
+
+    def __init__(self, ram_gb: float, cpu_cores: float, setup_hours: float) -> None:
+        self.ram_gb = ram_gb
+        self.cpu_cores = cpu_cores
+        self.setup_hours = setup_hours
 
 
 def job_ram_gb(ram_parts_gb: dict[str, float], gpu_count: int) -> float:

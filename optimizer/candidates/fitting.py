@@ -16,13 +16,17 @@ from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate
 
 
-# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
-@dataclass(slots=True)
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
 class Settled:
     est: Estimate | None  # None: rejected for ``reason``
     reason: str | None
     warnings: tuple[str, ...] = ()
+
+    def __init__(self, est: Estimate | None, reason: str | None, warnings: tuple[str, ...] = ()) -> None:
+        self.est = est
+        self.reason = reason
+        self.warnings = warnings
 
 
 def settle(

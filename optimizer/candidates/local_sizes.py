@@ -40,7 +40,9 @@ from optimizer.results import Estimate
 _Memo = dict[tuple[str, int, str | None], Estimate | str]
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Size:
     """One (units, sharding) a build's walk reached: rejected whatever the amount (``reason``), or
     the settled estimate it runs, with the job's host needs and the notes ``settle`` gave."""
@@ -50,6 +52,16 @@ class Size:
     est: Estimate | None = None  # at the amount the sizes were made for
     host: JobHost | None = None  # ``job_host(est)``
     notes: tuple[str, ...] = ()
+
+    def __init__(
+        self, units: int, reason: str | None = None, est: Estimate | None = None, host: JobHost | None = None,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self.units = units
+        self.reason = reason
+        self.est = est
+        self.host = host
+        self.notes = notes
 
 
 # A size with the run's hours and the job's host for a request's amount (None: rejected whatever it is).

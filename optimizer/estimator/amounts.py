@@ -34,9 +34,8 @@ if TYPE_CHECKING:
 BASIS_KEY = "_amount"
 
 
-# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
-@dataclass(slots=True)
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
 class AmountBasis:
     """What an estimate's amount-dependent figures are computed from: the memory and throughput
     the estimator found for the (concrete) workload ``w``, on ``gpu_count`` GPUs under ``sharding``."""
@@ -48,13 +47,31 @@ class AmountBasis:
     gpu_count: int
     sharding: str
 
+    def __init__(
+        self, shape: ModelShape, w: Workload, mem: MemoryParts, tp: Throughput, gpu_count: int, sharding: str,
+    ) -> None:
+        self.shape = shape
+        self.w = w
+        self.mem = mem
+        self.tp = tp
+        self.gpu_count = gpu_count
+        self.sharding = sharding
 
-@dataclass(frozen=True, slots=True)
+
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class AmountFigures:
     hours: float  # rounded as the estimate shows it
     hour_parts: dict[str, float]
     host: HostDetail
     train_flops: float  # rounded as the estimate shows it
+
+    def __init__(self, hours: float, hour_parts: dict[str, float], host: HostDetail, train_flops: float) -> None:
+        self.hours = hours
+        self.hour_parts = hour_parts
+        self.host = host
+        self.train_flops = train_flops
 
 
 def hours_at(b: AmountBasis, tokens: float) -> tuple[float, dict[str, float]]:

@@ -80,7 +80,9 @@ def _public(shape: ModelShape) -> dict[str, object]:
 # ``_memory`` hands every card with the same attention kernel the same ``MemoryParts`` (made for one
 # workload without its amount), so a quote's estimates on dozens of card types compute these once.
 # Keyed by the object's id; the entry holds the object, so an id reused after it is freed never hits.
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class _MemoryView:
     mem: MemoryParts
     breakdown: MemoryBreakdown
@@ -89,6 +91,18 @@ class _MemoryView:
     range: list[float]  # never mutated: estimates share it
     parts_gb: dict[str, float]  # never mutated: estimates share it
     phases_gb: dict[str, float]  # never mutated: estimates share it
+
+    def __init__(
+        self, mem: MemoryParts, breakdown: MemoryBreakdown, total_gb: float, width: float, range: list[float],
+        parts_gb: dict[str, float], phases_gb: dict[str, float],
+    ) -> None:
+        self.mem = mem
+        self.breakdown = breakdown
+        self.total_gb = total_gb
+        self.width = width
+        self.range = range
+        self.parts_gb = parts_gb
+        self.phases_gb = phases_gb
 
 
 _VIEWS: dict[int, _MemoryView] = {}
@@ -399,7 +413,9 @@ def _peak_gb(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, shard
     return _memory(shape, w, gpu, gpu_count, sharding).total / GB
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class _Searched:
     """A recipe search's outcome and the usable memory over which it holds: the search compares
     peaks with the card's usable memory and nothing else, so a card with at least the largest
@@ -408,6 +424,11 @@ class _Searched:
     low: float  # the largest peak that fitted (-inf: none did)
     high: float  # the smallest peak that did not fit (inf: none)
     trials: tuple[rcp.Trial, ...]
+
+    def __init__(self, low: float, high: float, trials: tuple[rcp.Trial, ...]) -> None:
+        self.low = low
+        self.high = high
+        self.trials = trials
 
 
 # The recipes that fit (``recipe.fitting_trials``) per workload, GPU count, scheme and attention
@@ -497,7 +518,9 @@ def _precision_chosen(recipe: Recipe) -> Recipe:
     return copy
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class MemoryFigures:
     """What ``estimate`` would say of a concrete recipe's memory, without making the estimate: its
     point (``memory_gb.total_per_gpu``), the upper end of its range, the card's usable memory and
@@ -513,6 +536,21 @@ class MemoryFigures:
     _gpu_count: int
     _sharding: str
     _mem: MemoryParts
+
+    def __init__(
+        self, point_gb: float, upper_gb: float, usable_gb: float, fits: bool, _shape: ModelShape, _workload: Workload,
+        _gpu: GpuSpec, _gpu_count: int, _sharding: str, _mem: MemoryParts,
+    ) -> None:
+        self.point_gb = point_gb
+        self.upper_gb = upper_gb
+        self.usable_gb = usable_gb
+        self.fits = fits
+        self._shape = _shape
+        self._workload = _workload
+        self._gpu = _gpu
+        self._gpu_count = _gpu_count
+        self._sharding = _sharding
+        self._mem = _mem
 
     def tokens_per_second(self) -> float:
         tp = throughput(self._shape, self._workload, self._gpu, self._gpu_count, self._sharding, self._mem)

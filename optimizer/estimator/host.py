@@ -39,9 +39,8 @@ TOKEN_ID_BYTES = 4  # int32 token ids in the tokenized cache (Arrow / numpy)
 IMAGE_FILE_BYTES = 110e3  # ImageNet-1k: ~140 GB for 1.28M JPEGs
 
 
-# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
-@dataclass(slots=True)
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
 class HostDetail:
     needs: HostNeeds
     ram_parts_gb: dict[str, float]
@@ -54,6 +53,23 @@ class HostDetail:
     feed_unit: str = "tokens"
     read_bytes_per_feed: float = cal.BYTES_PER_TOKEN_TEXT.value + 4
     cores_full_feed: int = 0
+
+    def __init__(
+        self, needs: HostNeeds, ram_parts_gb: dict[str, float], disk_parts_gb: dict[str, float], dataloader_workers: int,
+        tokens_per_second_per_node: float, feed_per_second_per_node: float = 0.0,
+        feed_per_core: float = cal.TOKENIZE_TOKENS_PER_S_PER_CORE.value, feed_unit: str = "tokens",
+        read_bytes_per_feed: float = cal.BYTES_PER_TOKEN_TEXT.value + 4, cores_full_feed: int = 0,
+    ) -> None:
+        self.needs = needs
+        self.ram_parts_gb = ram_parts_gb
+        self.disk_parts_gb = disk_parts_gb
+        self.dataloader_workers = dataloader_workers
+        self.tokens_per_second_per_node = tokens_per_second_per_node
+        self.feed_per_second_per_node = feed_per_second_per_node
+        self.feed_per_core = feed_per_core
+        self.feed_unit = feed_unit
+        self.read_bytes_per_feed = read_bytes_per_feed
+        self.cores_full_feed = cores_full_feed
 
     def gpu_utilization(self, cpu_cores: float) -> float:
         """Share of time the GPUs are busy when ``cpu_cores`` feed them (1.0 = never starved)."""

@@ -74,7 +74,9 @@ GB = 1e9
 ZERO_STAGE = {"ddp": 0, "auto": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class MemoryParts:
     """Bytes per GPU (not GB), so tests can check exact arithmetic.
 
@@ -101,6 +103,33 @@ class MemoryParts:
     logits_bytes: float = 0.0  # logits and loss buffers of a micro-step
     layer_bytes: float = 0.0  # what one block saves per micro-step without checkpointing
     host_activations: float = 0.0  # checkpointed activations kept in host RAM (checkpointing "offload")
+
+    def __init__(
+        self, weights: float, gradients: float, optimizer: float, activations: float, logits: float, temporary: float,
+        context: float, fragmentation: float, trainable_params: int, flash_attention: bool, residual_bytes: float,
+        phases: tuple[tuple[str, float], ...] = (), peak_phase: str = "loss", stage: int = 0,
+        host_offload: float = 0.0, saved_activations: float = 0.0, logits_bytes: float = 0.0,
+        layer_bytes: float = 0.0, host_activations: float = 0.0,
+    ) -> None:
+        self.weights = weights
+        self.gradients = gradients
+        self.optimizer = optimizer
+        self.activations = activations
+        self.logits = logits
+        self.temporary = temporary
+        self.context = context
+        self.fragmentation = fragmentation
+        self.trainable_params = trainable_params
+        self.flash_attention = flash_attention
+        self.residual_bytes = residual_bytes
+        self.phases = phases
+        self.peak_phase = peak_phase
+        self.stage = stage
+        self.host_offload = host_offload
+        self.saved_activations = saved_activations
+        self.logits_bytes = logits_bytes
+        self.layer_bytes = layer_bytes
+        self.host_activations = host_activations
 
     @property
     def allocated_peak(self) -> float:

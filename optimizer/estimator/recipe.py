@@ -74,12 +74,18 @@ def largest_fitting(candidates: Sequence[int], fits: Callable[[int], bool]) -> i
     return best
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Trial:
     """One concrete recipe: the workload to estimate and its description."""
 
     workload: Workload
     recipe: Recipe
+
+    def __init__(self, workload: Workload, recipe: Recipe) -> None:
+        self.workload = workload
+        self.recipe = recipe
 
 
 _CONCRETE: dict[tuple[str, int, int], Workload] = {}

@@ -40,9 +40,8 @@ from optimizer.estimator.workload import Workload
 GPUS_PER_NODE = 8
 
 
-# Not frozen, though nothing assigns to it: a quote builds one per (card, count) or more, and a
-# frozen dataclass's __init__ sets each field through object.__setattr__ (4x the time).
-@dataclass(slots=True)
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
 class Throughput:
     model_flops_per_token: float
     hardware_flops_per_token: float
@@ -58,6 +57,27 @@ class Throughput:
     step_overhead_seconds: float = 0.0
     offload_seconds: float = 0.0
     matmul_efficiency: float = 0.0
+
+    def __init__(
+        self, model_flops_per_token: float, hardware_flops_per_token: float, tokens_per_second: float, mfu: float,
+        step_seconds: float, compute_seconds: float, memory_seconds: float, comm_seconds: float, peak_tflops: float,
+        samples_per_second: float = 0.0, dispatch_seconds: float = 0.0, step_overhead_seconds: float = 0.0,
+        offload_seconds: float = 0.0, matmul_efficiency: float = 0.0,
+    ) -> None:
+        self.model_flops_per_token = model_flops_per_token
+        self.hardware_flops_per_token = hardware_flops_per_token
+        self.tokens_per_second = tokens_per_second
+        self.mfu = mfu
+        self.step_seconds = step_seconds
+        self.compute_seconds = compute_seconds
+        self.memory_seconds = memory_seconds
+        self.comm_seconds = comm_seconds
+        self.peak_tflops = peak_tflops
+        self.samples_per_second = samples_per_second
+        self.dispatch_seconds = dispatch_seconds
+        self.step_overhead_seconds = step_overhead_seconds
+        self.offload_seconds = offload_seconds
+        self.matmul_efficiency = matmul_efficiency
 
 
 def tokens_per_sample(shape: ModelShape, w: Workload) -> int:
@@ -331,7 +351,9 @@ def _activation_traffic_bytes(shape: ModelShape, w: Workload, mem: MemoryParts) 
     return traffic
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class StepTerms:
     """What a workload's micro-step costs whatever the card: FLOPs per token, tokens per sample and
     the host's kernel launch time."""
@@ -340,6 +362,15 @@ class StepTerms:
     hardware_flops_per_token: float
     tokens_per_sample: int
     dispatch_seconds: float
+
+    def __init__(
+        self, model_flops_per_token: float, hardware_flops_per_token: float, tokens_per_sample: int,
+        dispatch_seconds: float,
+    ) -> None:
+        self.model_flops_per_token = model_flops_per_token
+        self.hardware_flops_per_token = hardware_flops_per_token
+        self.tokens_per_sample = tokens_per_sample
+        self.dispatch_seconds = dispatch_seconds
 
 
 def _step_terms(shape: ModelShape, w: Workload) -> StepTerms:
@@ -434,7 +465,9 @@ def throughput(
     )
 
 
-@dataclass(frozen=True, slots=True)
+# Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
+# else assigns to them (``optimizer.native``).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class RunTerms:
     """What a run's hours follow from besides its tokens: its speed and its fixed per-run costs
     (``run_terms``). The same for every amount of training, so kept with a kept estimate."""
@@ -443,6 +476,14 @@ class RunTerms:
     setup_hours: float
     download_hours: float
     checkpoint_bytes: float  # what one checkpoint writes
+
+    def __init__(
+        self, tokens_per_second: float, setup_hours: float, download_hours: float, checkpoint_bytes: float,
+    ) -> None:
+        self.tokens_per_second = tokens_per_second
+        self.setup_hours = setup_hours
+        self.download_hours = download_hours
+        self.checkpoint_bytes = checkpoint_bytes
 
 
 def run_terms(tokens_per_second: float, shape: ModelShape, w: Workload, mem: MemoryParts, gpu_count: int) -> RunTerms:
