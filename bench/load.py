@@ -22,7 +22,11 @@ printing the slowest probe.
 
 Errors are 5xx answers and failed connections; 429 (admission refused) is counted apart.
 ``server_rss_mb`` is the resident memory of every server process (workers and solve workers
-included) after each level: it must level off however many new questions came. Every request
+included) after each level: it must level off however many new questions came. ``split`` says how
+the clients' kept-alive connections fell on the server's processes (``2+2``: two each; with
+``--workers 2`` the kernel hands each new connection to whichever process accepts it first) and
+how many clients shared the process the ``/healthz`` probe landed on: a level whose clients crowd
+one process, or whose probe sits alone, gives another ratio than an even one. Every request
 loop is bounded in time; nothing leaves the loopback interface.
 """
 
@@ -110,20 +114,57 @@ def server(env_extra: dict[str, str] | None = None, args: list[str] | None = Non
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def tree_pids(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux; ``[pid]`` elsewhere)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or no /proc
+    return out
+
+
 def tree_rss_mb(pid: int) -> float:
     """The resident memory (VmRSS) of ``pid`` and every process below it, in MB (Linux; 0 elsewhere):
     a served process's memory must stay bounded however many new questions it answers."""
-    total_kb, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
+    total_kb = 0
+    for p in tree_pids(pid):
         try:
-            status = Path(f"/proc/{p}/status").read_text()
-            total_kb += int(status.split("VmRSS:")[1].split()[0])
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
+            total_kb += int(Path(f"/proc/{p}/status").read_text().split("VmRSS:")[1].split()[0])
         except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile, or no /proc
+            continue
     return round(total_kb / 1024, 1)
+
+
+def serving_processes(pid: int, port: int, client_ports: set[int]) -> dict[int, int]:
+    """Which process below ``pid`` holds the server's end of each of ``client_ports``' connections to
+    ``port`` (Linux, from ``/proc``; empty elsewhere). With ``--workers N`` the kernel hands each new
+    connection to whichever process accepts it first, and a kept-alive connection stays there."""
+    inodes: dict[int, int] = {}
+    for p in tree_pids(pid):
+        try:
+            for fd in Path(f"/proc/{p}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes[int(target[8:-1])] = p
+        except OSError:
+            continue
+    out: dict[int, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            local, remote, inode = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), int(f[9])
+            if local == port and remote in client_ports and inode in inodes:
+                out[remote] = inodes[inode]
+    return out
 
 
 def request(port: int, method: str, path: str, body: Any = None, timeout: float = 120,
@@ -188,6 +229,13 @@ class Tally:
     errors: int = 0
     refused: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The local port of each connection the clients ("clients") and the prober ("healthz") opened.
+    ports: dict[str, list[int]] = field(default_factory=dict)
+
+    def opened(self, role: str, conn: http.client.HTTPConnection) -> None:
+        if conn.sock is not None:
+            with self.lock:
+                self.ports.setdefault(role, []).append(conn.sock.getsockname()[1])
 
     def add(self, kind: str, seconds: float, status: int) -> None:
         with self.lock:
@@ -224,8 +272,11 @@ def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: T
         else:
             kind, method, path, body = "plan", "POST", "/v1/plan", plan_body(rng)
         started = time.perf_counter()
+        fresh = conn.sock is None
         try:
             status, _ = _send(conn, method, path, body)
+            if fresh:
+                tally.opened("clients", conn)
         except (OSError, http.client.HTTPException):
             status = 0
             conn.close()
@@ -238,8 +289,11 @@ def _prober(port: int, stop: threading.Event, tally: Tally, every_s: float = 0.0
     conn = http.client.HTTPConnection(HOST, port, timeout=30)
     while not stop.is_set():
         started = time.perf_counter()
+        fresh = conn.sock is None
         try:
             status, _ = _send(conn, "GET", "/healthz")
+            if fresh:
+                tally.opened("healthz", conn)
         except (OSError, http.client.HTTPException):
             status = 0
             conn.close()
@@ -257,18 +311,31 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run_level(port: int, clients: int, seconds: float, distinct: bool | str, seed: int = 0,
-              mix: str = "served") -> dict[str, Any]:
+              mix: str = "served", server_pid: int | None = None) -> dict[str, Any]:
+    """One level; with ``server_pid``, also which server process each connection landed on, read
+    halfway through (``split``)."""
     tally = Tally()
     stop = threading.Event()
     probe = threading.Thread(target=_prober, args=(port, stop, tally))
     workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally, mix))
                for i in range(clients)]
+    landed: dict[str, Any] = {}
+    if server_pid is not None:
+        def look() -> None:
+            with tally.lock:
+                ports = {role: list(v) for role, v in tally.ports.items()}
+            landed.update(_split(serving_processes(server_pid, port, {q for v in ports.values() for q in v}), ports))
+
+        halfway = threading.Timer(seconds / 2, look)
+        halfway.start()
     started = time.perf_counter()
     probe.start()
     for w in workers:
         w.start()
     for w in workers:
         w.join(seconds + 300)
+    if server_pid is not None:
+        halfway.join(30)
     elapsed = time.perf_counter() - started
     stop.set()
     probe.join(30)
@@ -283,7 +350,22 @@ def run_level(port: int, clients: int, seconds: float, distinct: bool | str, see
         out[f"{kind}_p50_ms"] = round(pct(lat.get(kind, []), 0.50) * 1000, 2)
         out[f"{kind}_p99_ms"] = round(pct(lat.get(kind, []), 0.99) * 1000, 2)
     out["quote_over_healthz_p50"] = round(out["quote_p50_ms"] / out["healthz_p50_ms"], 2)
+    out.update(landed)
     return out
+
+
+def _split(owner: dict[int, int], ports: dict[str, list[int]]) -> dict[str, Any]:
+    """How the clients' connections fell on the server's processes: the count per process, most first,
+    and how many clients shared the process the ``/healthz`` probe landed on."""
+    per: dict[int, int] = {}
+    for q in ports.get("clients", []):
+        if q in owner:
+            per[owner[q]] = per.get(owner[q], 0) + 1
+    probe = next((owner[q] for q in ports.get("healthz", []) if q in owner), None)
+    counts = sorted(per.values(), reverse=True)
+    beside = per.get(probe, 0) if probe is not None else None
+    return {"clients_per_process": counts, "healthz_beside": beside,
+            "split": "+".join(map(str, counts)) + (f", healthz by {beside}" if beside is not None else "")}
 
 
 def big_plan(port: int, jobs: int) -> dict[str, Any]:
@@ -319,12 +401,12 @@ def big_plan(port: int, jobs: int) -> dict[str, Any]:
 
 COLUMNS = ["clients", "throughput_rps", "quote_p50_ms", "quote_p99_ms", "offers_p50_ms", "offers_p99_ms",
            "plan_p50_ms", "plan_p99_ms", "healthz_p50_ms", "healthz_p99_ms", "quote_over_healthz_p50",
-           "errors", "refused_429", "server_rss_mb"]
+           "errors", "refused_429", "server_rss_mb", "split"]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
+    lines += ["| " + " | ".join(str(r.get(c, "-")) for c in COLUMNS) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -359,7 +441,7 @@ def main() -> None:
                 request(port, "POST", "/v1/quote", quote_body(rng, mode))
             by_mode[mode] = []
             for n in levels:
-                row = run_level(port, n, args.seconds, mode, seed=100 * n, mix=args.mix)
+                row = run_level(port, n, args.seconds, mode, seed=100 * n, mix=args.mix, server_pid=pids[0])
                 row["server_rss_mb"] = tree_rss_mb(pids[0])  # every server process, after the level
                 by_mode[mode].append(row)
         plan_row = big_plan(port, args.big_plan) if args.big_plan else None
@@ -382,7 +464,7 @@ def main() -> None:
         for r in by_mode[mode]:
             verdict = f"<= {limit}" if r["quote_over_healthz_p50"] <= limit else f"> {limit}"
             print(f"{mode:>8}, {r['clients']:>3} clients: quote p50 / healthz p50 = {r['quote_over_healthz_p50']} "
-                  f"({verdict}), errors {r['errors']}, 429 {r['refused_429']}")
+                  f"({verdict}), errors {r['errors']}, 429 {r['refused_429']}; clients per process {r.get('split', '-')}")
     if plan_row:
         print(f"one {plan_row['jobs']}-job plan: status {plan_row['plan_status']} after {plan_row['plan_seconds']} s; "
               f"{plan_row['healthz_probes']} healthz probes meanwhile, p50 {plan_row['healthz_p50_ms']} ms, "

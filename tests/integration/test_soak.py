@@ -68,6 +68,8 @@ def test_the_load_bench_runs_against_a_real_server() -> None:
     for lv in levels:
         assert lv["errors"] == 0 and lv["quote_n"] > 0 and lv["healthz_n"] > 0
         assert 50 < lv["server_rss_mb"] < 4000  # the server's processes' memory, read from /proc
+        # Where each kept-alive connection landed (one server process here), read halfway through.
+        assert lv["clients_per_process"] == [lv["clients"]] and lv["healthz_beside"] == lv["clients"]
 
 
 def test_the_load_bench_sends_only_quotes_when_asked() -> None:
