@@ -522,8 +522,8 @@ def _filter_offers(
         frozenset(constraints.regions) if constraints.regions else None, _frozen(_wanted_gpus(constraints)),
         constraints.allow_spot, constraints.allow_suspect_prices, id(screen),
     )
-    # A partial, not a nested function: compiled, a nested function and its closure form a cycle
-    # (``local_sizes.sizes_at``).
+    # A partial, not a nested function: compiled, the nested function here and its closure referred
+    # to each other, a cycle per request (``local_sizes.sizes_at``).
     _, _, groups, added = _FILTERED.get_or_compute(key, partial(_group, offers, constraints, screen))
     for reason, example in added:  # tallied again, in the order the filter met them
         tally.add(reason, example)

@@ -206,9 +206,10 @@ def sizes_at(
     """``sizes`` with each size's hours and job host for ``workload``'s amount: from what an earlier
     request kept for the workload without its amount, moved, when the product's estimator makes
     them; the estimates they read go into ``memo`` either way."""
-    # Partials, not nested functions: compiled (``optimizer.native``), a nested function and its
-    # closure refer to each other, and that cycle held ``memo`` with every estimate of the request
-    # until a collection, which a served process's freeze at each request end put off for an hour.
+    # Partials, not nested functions: compiled (``optimizer.native``), a nested function that another
+    # one calls is kept in the closure they share, which it refers to: a cycle, which held ``memo``
+    # with every estimate of the request until a collection, put off for an hour in a served process
+    # (``service.api.heap`` freezes the heap at each request end).
     make: Callable[..., list[Size]] = partial(
         sizes, workload, gpu, gpu_count, max_gpus=max_gpus, max_units=max_units, margin=margin,
         estimator=estimator, shardings=shardings, memo=memo,

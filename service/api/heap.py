@@ -21,10 +21,10 @@ Requests that succeed leave none: measured per route on a live server with the c
 (quote, estimate, break-even with its PNG and SVG charts, frontier, plan, recommend, offers, the
 page, ``/metrics``, a 404, a 422 for a bad field, the guard's own 413 and 429: 0 objects each),
 while a body that is not JSON left 63 (FastAPI's error path keeps the exception's frames). The
-compiled estimator modules (``optimizer.native``) once made a cycle per nested function called
-(mypyc's closures refer to their functions), one of which held a request's memo with all its
-estimates: a process answering new models grew by about 1.4 MB a quote until the thaw, to 3.5 GB after
-2,400 (2026-12-05). ``tests/integration/test_native.py`` now holds every answer, compiled and in
+compiled estimator modules (``optimizer.native``) once made such cycles: two nested functions and
+the closures mypyc made for them referred to each other, and one held a request's memo with all its
+estimates, so a process answering new models grew by about 1.4 MB a quote until the thaw, to 3.5 GB
+after 2,400 (2026-12-05). ``tests/integration/test_native.py`` now holds every answer, compiled and in
 Python, to no cycle left by questions nobody asked before. So
 
 * a failed request (status 400 or more, but for the guard's refusals, which a burst sends by the
