@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from optimizer.estimator.construct import replaced
 from optimizer.estimator.host import HostDetail, dataset_gb, host_needs, needs_of, with_dataset
 from optimizer.estimator.memory import MemoryParts
+from optimizer.estimator.ranges import rounded
 from optimizer.estimator.shapes import ModelShape
 from optimizer.estimator.throughput import RunTerms, Throughput, run_hours, run_terms, run_tokens
 from optimizer.estimator.workload import AMOUNT_ORDER, Workload
@@ -94,7 +95,7 @@ def terms_of(b: AmountBasis) -> RunTerms:
 
 def shown_hours(hours: float) -> float:
     """A run's hours as an estimate shows them."""
-    return float(round(hours, 4))
+    return rounded(hours, 4)
 
 
 def figures(b: AmountBasis) -> AmountFigures:

@@ -24,6 +24,7 @@ from optimizer.estimator.precision import with_precision
 from optimizer.estimator.ranges import (
     capacity_warnings,
     memory_width,
+    rounded,
     span,
     throughput_width,
 )
@@ -57,7 +58,7 @@ def resolve_sharding(workload_sharding: str, gpu_count: int) -> list[str]:
 
 
 def _round(x: float, nd: int = 3) -> float:
-    return float(round(x, nd))
+    return rounded(x, nd)
 
 
 # A shape's public figures, shared by its estimates: those of the last shape asked (an

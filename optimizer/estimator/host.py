@@ -24,6 +24,7 @@ from typing import Literal
 from optimizer.estimator import calibration as cal
 from optimizer.estimator.construct import constructed
 from optimizer.estimator.memory import MemoryParts
+from optimizer.estimator.ranges import rounded
 from optimizer.estimator.shapes import ModelShape
 from optimizer.results import HostNeeds
 from optimizer.estimator.workload import Workload
@@ -124,14 +125,14 @@ def with_dataset(
 
 def disk_total_gb(disk_parts: dict[str, float]) -> float:
     """The disk a host needs, as ``HostNeeds.disk_gb`` shows it."""
-    return round(sum(disk_parts.values()), 1)
+    return rounded(sum(disk_parts.values()), 1)
 
 
 def needs_of(ram_parts: dict[str, float], cpu_cores: int, disk_parts: dict[str, float]) -> HostNeeds:
     """What a host needs from its RAM and disk parts: ``host_needs`` sums them with this, and an
     estimate moved to another amount of training sums its moved parts with it (``amounts.at_amount``)."""
     ram = max(cal.RAM_FLOOR_GB.value, sum(ram_parts.values()))
-    return constructed(HostNeeds, ram_gb=round(ram, 1), cpu_cores=cpu_cores, disk_gb=disk_total_gb(disk_parts))
+    return constructed(HostNeeds, ram_gb=rounded(ram, 1), cpu_cores=cpu_cores, disk_gb=disk_total_gb(disk_parts))
 
 
 def workers_needed(tokens_per_second: float) -> int:
