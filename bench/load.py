@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from code_state import describe  # bench/ is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,56 +115,40 @@ def server(env_extra: dict[str, str] | None = None, args: list[str] | None = Non
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def tree_pids(pid: int) -> list[int]:
-    """``pid`` and every process below it (Linux; ``[pid]`` elsewhere)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue  # gone meanwhile, or no /proc
-    return out
+def _tree(pid: int) -> list[psutil.Process]:
+    """``pid``'s process and every process below it (none once it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def tree_rss_mb(pid: int) -> float:
-    """The resident memory (VmRSS) of ``pid`` and every process below it, in MB (Linux; 0 elsewhere):
-    a served process's memory must stay bounded however many new questions it answers."""
-    total_kb = 0
-    for p in tree_pids(pid):
+    """The resident memory of ``pid`` and every process below it, in MB of 2**20 bytes (as VmRSS
+    reads): a served process's memory must stay bounded however many new questions it answers."""
+    total = 0
+    for p in _tree(pid):
         try:
-            total_kb += int(Path(f"/proc/{p}/status").read_text().split("VmRSS:")[1].split()[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return round(total_kb / 1024, 1)
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue  # gone meanwhile
+    return round(total / 2**20, 1)
 
 
 def serving_processes(pid: int, port: int, client_ports: set[int]) -> dict[int, int]:
     """Which process below ``pid`` holds the server's end of each of ``client_ports``' connections to
-    ``port`` (Linux, from ``/proc``; empty elsewhere). With ``--workers N`` the kernel hands each new
-    connection to whichever process accepts it first, and a kept-alive connection stays there."""
-    inodes: dict[int, int] = {}
-    for p in tree_pids(pid):
-        try:
-            for fd in Path(f"/proc/{p}/fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes[int(target[8:-1])] = p
-        except OSError:
-            continue
+    ``port``. With ``--workers N`` the kernel hands each new connection to whichever process accepts
+    it first, and a kept-alive connection stays there."""
     out: dict[int, int] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for p in _tree(pid):
         try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
+            conns = p.net_connections(kind="tcp")
+        except psutil.Error:
             continue
-        for line in lines:
-            f = line.split()
-            local, remote, inode = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), int(f[9])
-            if local == port and remote in client_ports and inode in inodes:
-                out[remote] = inodes[inode]
+        for c in conns:
+            if c.laddr and c.raddr and c.laddr.port == port and c.raddr.port in client_ports:
+                out[c.raddr.port] = p.pid
     return out
 
 

@@ -67,7 +67,7 @@ def test_the_load_bench_runs_against_a_real_server() -> None:
     assert [lv["clients"] for lv in levels] == [1, 4]
     for lv in levels:
         assert lv["errors"] == 0 and lv["quote_n"] > 0 and lv["healthz_n"] > 0
-        assert 50 < lv["server_rss_mb"] < 4000  # the server's processes' memory, read from /proc
+        assert 50 < lv["server_rss_mb"] < 4000  # the server's processes' resident memory (psutil)
         # Where each kept-alive connection landed (one server process here), read halfway through.
         assert lv["clients_per_process"] == [lv["clients"]] and lv["healthz_beside"] == lv["clients"]
 
