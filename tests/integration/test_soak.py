@@ -72,11 +72,11 @@ def test_the_load_bench_runs_against_a_real_server() -> None:
         assert lv["clients_per_process"] == [lv["clients"]] and lv["healthz_beside"] == lv["clients"]
 
 
-def test_the_load_bench_sends_only_quotes_when_asked() -> None:
+def test_the_load_bench_sends_only_quotes_when_asked_and_says_where_they_landed() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUCOST_")}
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "load.py"), "--clients", "2", "--seconds", "2", "--mix", "quotes",
-         "--distinct", "tokens", "--json"],
+        [sys.executable, str(REPO / "bench" / "load.py"), "--clients", "4", "--seconds", "2", "--mix", "quotes",
+         "--distinct", "tokens", "--workers", "2", "--json"],
         cwd=REPO, env={**env, "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"},
         capture_output=True, text=True, timeout=400, check=False,
     )
@@ -86,6 +86,9 @@ def test_the_load_bench_sends_only_quotes_when_asked() -> None:
     (level,) = out["levels"]
     assert level["errors"] == 0 and level["quote_n"] > 0 and level["healthz_n"] > 0
     assert level["offers_n"] == 0 and level["plan_n"] == 0
+    # Two server processes: each kept-alive connection is found on one of them, the probe's too.
+    assert sum(level["clients_per_process"]) == 4 and 1 <= len(level["clients_per_process"]) <= 2
+    assert level["healthz_beside"] in level["clients_per_process"] + [0]
 
 
 def test_the_load_bench_names_a_mix_it_does_not_know() -> None:
