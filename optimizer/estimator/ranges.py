@@ -66,22 +66,21 @@ def span(value: float, width: float, floor: float = 0.0) -> list[float]:
     return [rounded(low, 3), rounded(value * (1.0 + width), 3)]
 
 
-# Below 2**52 in magnitude a double's fraction (``y - floor(y)``) is exact.
+# Below 2**52 in magnitude a double's fraction (``y - floor(y)``) is exact, and so is every half.
 _EXACT_BELOW = 4503599627370496.0
-# More than the relative error of one rounded product (2**-53): ``x * 10**nd`` lies within this
-# share of its own magnitude of the exact product.
-_PRODUCT_ERROR = 2.3e-16
 
 
 def rounded(x: float, nd: int) -> float:
     """``float(round(x, nd))``, bit for bit, for ``nd`` 1 to 4 without its decimal conversion.
 
     ``round`` writes ``x`` out in decimal, rounds the digits and reads them back (0.2 us; an estimate
-    rounds a dozen figures). Scaled by ``10**nd``, ``x`` is within ``_PRODUCT_ERROR`` of the exact
-    product, so unless its fraction is that close to a half, the nearest whole number is clear; that
-    number over ``10**nd`` (both exact doubles, one correctly rounded division) is then the double
-    nearest the rounded decimal, which is what ``round`` returns. Near a half, and for anything
-    else, ``round`` itself answers. ``tests/unit/test_rounding.py`` holds the two to the same bits."""
+    rounds a dozen figures). Scaled by ``10**nd``, ``x`` is rounded once to a double; rounding never
+    crosses a double, and every half below ``_EXACT_BELOW`` is one, so a product below a half is
+    the exact product's side of it, and only a product equal to a half leaves the side unknown. The
+    nearest whole number over ``10**nd`` (both exact doubles, one correctly rounded division) is
+    then the double nearest the rounded decimal, which is what ``round`` returns. On a half, and
+    for anything else, ``round`` itself answers. ``tests/unit/test_rounding.py`` holds the two to
+    the same bits."""
     if nd == 3:
         p = 1000.0
     elif nd == 1:
@@ -98,12 +97,11 @@ def rounded(x: float, nd: int) -> float:
         if fl > y:
             fl -= 1.0
         frac = y - fl
-        if abs(frac - 0.5) > _PRODUCT_ERROR * abs(y):
+        if frac != 0.5:
             out = (fl + 1.0 if frac > 0.5 else fl) / p
-            if out == 0.0:  # ``round`` keeps the sign of what it rounds to zero
-                return -0.0 if x < 0.0 or (x == 0.0 and math.copysign(1.0, x) < 0.0) else 0.0
-            return out
-    return float(round(x, nd))  # near a half, too large, or not a number
+            # ``round`` keeps the sign of what it rounds to zero.
+            return out if out != 0.0 else math.copysign(0.0, x)
+    return float(round(x, nd))  # a half, too large, or not a number
 
 
 def capacity_warnings(total_gb: float, high_gb: float, usable_gb: float, gpu_name: str) -> list[str]:
