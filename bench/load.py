@@ -307,9 +307,16 @@ def run_level(port: int, clients: int, seconds: float, distinct: bool | str, see
     landed: dict[str, Any] = {}
     if server_pid is not None:
         def look() -> None:
-            with tally.lock:
-                ports = {role: list(v) for role, v in tally.ports.items()}
-            landed.update(_split(serving_processes(server_pid, port, {q for v in ports.values() for q in v}), ports))
+            # A client whose connection a server process just closed (balance.py) has none for a
+            # moment: look again, briefly, until every client's is found.
+            for _ in range(20):
+                with tally.lock:
+                    ports = {role: list(v) for role, v in tally.ports.items()}
+                split = _split(serving_processes(server_pid, port, {q for v in ports.values() for q in v}), ports)
+                if sum(split["clients_per_process"]) >= clients:
+                    break
+                time.sleep(0.05)
+            landed.update(split)
 
         halfway = threading.Timer(seconds / 2, look)
         halfway.start()
@@ -335,6 +342,8 @@ def run_level(port: int, clients: int, seconds: float, distinct: bool | str, see
         out[f"{kind}_p50_ms"] = round(pct(lat.get(kind, []), 0.50) * 1000, 2)
         out[f"{kind}_p99_ms"] = round(pct(lat.get(kind, []), 0.99) * 1000, 2)
     out["quote_over_healthz_p50"] = round(out["quote_p50_ms"] / out["healthz_p50_ms"], 2)
+    # Connections the clients opened again after a server process closed theirs (balance.py).
+    out["reconnects"] = max(0, len(tally.ports.get("clients", [])) - clients)
     out.update(landed)
     return out
 
@@ -386,7 +395,7 @@ def big_plan(port: int, jobs: int) -> dict[str, Any]:
 
 COLUMNS = ["clients", "throughput_rps", "quote_p50_ms", "quote_p99_ms", "offers_p50_ms", "offers_p99_ms",
            "plan_p50_ms", "plan_p99_ms", "healthz_p50_ms", "healthz_p99_ms", "quote_over_healthz_p50",
-           "errors", "refused_429", "server_rss_mb", "split"]
+           "errors", "refused_429", "server_rss_mb", "split", "reconnects"]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

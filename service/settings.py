@@ -83,6 +83,8 @@ class Settings(BaseModel):
     answer_cache: bool = Field(default=True, description="keep answers for identical requests on the same prices")
     # Each served process binds its threads to a CPU no other one holds (service.api.affinity).
     serve_cpu_affinity: Literal["auto", "off"] = "auto"
+    # gpucost serve --workers N: a busier process hands kept-alive connections on (service.api.balance).
+    serve_balance: Literal["auto", "off"] = "auto"
 
     _split = field_validator("aws_regions", "gcp_regions", "alibaba_regions", mode="before")(_csv)
 

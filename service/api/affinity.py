@@ -41,7 +41,8 @@ _held: IO[bytes] | None = None
 _allowed: frozenset[int] | None = None
 
 
-def _lock_dir() -> Path:
+def lock_dir() -> Path:
+    """The folder of this user's served processes' shared files (CPU locks; ``balance``'s loads)."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
     return Path(tempfile.gettempdir()) / f"gpucost-cpus-{uid}"
 
@@ -102,7 +103,7 @@ def bind_to_one_cpu(mode: str, folder: Path | None = None, most: int = MOST_CPUS
     if not 2 <= len(allowed) <= most:
         return None
     try:
-        got = _claim(_in_claim_order(allowed), folder or _lock_dir())
+        got = _claim(_in_claim_order(allowed), folder or lock_dir())
     except OSError as exc:
         logger.warning("serving on every CPU: the CPU lock files cannot be written (%s)", exc)
         return None

@@ -21,6 +21,7 @@ from optimizer.deferred_models import build_deferred
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
 from pricing.refresh import RefreshBusy
 from service.api.answer_cache import AnswerCache, StoreVersion
+from service.api.balance import ProcessLoads
 from service.api.deps import get_store_for
 from service.api.limits import Limits, WorkStopped
 from service.api.metrics import RouteTemplates, install_collectors
@@ -157,7 +158,7 @@ class GpucostApp(FastAPI):
         return GuardMiddleware(super().build_middleware_stack(), **self.guard_options)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, loads: ProcessLoads | None = None) -> FastAPI:
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -223,7 +224,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "cache": app.state.answer_cache, "store_version": store_version.read,
         "version_if_unchanged": store_version.if_unchanged, "solve_pool": solve_pool,
         "store_check": StoreCheck(lambda: get_store_for(app)),
-        "route_of": RouteTemplates(app.router.routes),
+        "route_of": RouteTemplates(app.router.routes), "loads": loads,
     }
     for name in ROUTE_MODULES:
         module = importlib.import_module(f"service.api.routes.{name}")

@@ -8,6 +8,7 @@ import multiprocessing
 
 from service.api import affinity, descriptors, heap
 from service.api.app import create_app
+from service.api.balance import ProcessLoads
 from service.api.lifetime import end_with_parent
 from service.settings import get_settings
 
@@ -21,7 +22,8 @@ if multiprocessing.parent_process() is not None:
     # One of ``gpucost serve --workers N``'s processes, started by uvicorn's supervisor: when that
     # is killed outright (no SIGTERM to pass on), this one ends too, and its solve workers with it.
     end_with_parent(ignore_interrupt=False)
-app = create_app(_settings)
+# With its siblings, when ``gpucost serve --workers N`` made them a loads file (``balance``).
+app = create_app(_settings, loads=ProcessLoads.from_environment())
 # Once the app is made (a server that cannot start binds nothing), before it serves; its solve
 # workers were given every CPU this process had (``affinity.allowed_cpus``).
 affinity.bind_to_one_cpu(_settings.serve_cpu_affinity)

@@ -1,5 +1,5 @@
 """The ASGI layer around the whole app: request ids, the body limit, answers already given,
-admission, access log, metrics.
+admission, access log, metrics, and (``balance``) the connection a busier process hands on.
 
 One pure-ASGI class rather than a stack of ``BaseHTTPMiddleware``: it sits outside Starlette's
 error middleware, so even a 500 carries ``X-Request-ID``, and it adds next to nothing to a request
@@ -20,6 +20,7 @@ from typing import Any
 
 from service.api import heap
 from service.api.answer_cache import CACHED_PATHS, AnswerCache
+from service.api.balance import ProcessLoads
 from service.api.limits import Limits, Ticket, WorkRefused, reset_ticket, set_ticket
 from service.api.security_headers import with_security_headers
 from service.api.store_check import PRICED_PATHS, UNSET, StoreCheck
@@ -33,6 +34,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 1_000_000
+CLOSE = (b"connection", b"close")
 # A request about to be refused may still get an answer from the cache, if the prices' version
 # was read this recently (no thread is waited for to read it again).
 FRESH_VERSION_S = 1.0
@@ -82,7 +84,9 @@ class GuardMiddleware:
         solve_pool: Callable[[], SolvePool | None] | None = None,
         store_check: StoreCheck | None = None,
         route_of: Callable[[Scope], str] | None = None,
+        loads: ProcessLoads | None = None,
     ) -> None:
+        self.loads = loads
         self.store_check = store_check
         self.route_of = route_of
         self.solve_pool = solve_pool
@@ -110,11 +114,17 @@ class GuardMiddleware:
         started = time.perf_counter()
         frozen_mark = heap.request_started()
         id_header = (b"x-request-id", rid.encode())
+        loads = self.loads
+        if loads is not None:
+            loads.started()
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
-                message = {**message, "headers": [*with_security_headers(message, scope["path"]), id_header]}
+                headers = [*with_security_headers(message, scope["path"]), id_header]
+                if loads is not None and loads.should_close():
+                    headers.append(CLOSE)  # this process holds more than its share: see balance.py
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
@@ -134,6 +144,8 @@ class GuardMiddleware:
                            "status": status[0], "ms": round(seconds * 1000, 2)},
                 )
             request_id_var.reset(token)
+            if loads is not None:
+                loads.ended()
             # Between requests, never inside the collector: what this request kept is frozen.
             heap.request_ended(frozen_mark, status[0])
 

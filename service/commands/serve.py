@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
         """Start the HTTP API."""
         import uvicorn
 
+        from service.api.balance import shared_file
         from service.logs import logging_config
         from service.settings import get_settings
 
@@ -43,12 +44,14 @@ def register(app: typer.Typer) -> None:
         # switch interval hands it back to the event loop sooner, so /healthz, /readyz and cache
         # hits are not queued behind a plan's Python loops (5 ms is CPython's default).
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        uvicorn.run(
-            "service.api.asgi:app", host=host, port=port, workers=workers,
-            log_config=logging_config(fmt, log_level.upper()), log_level=log_level.lower(),
-            # Our middleware logs each request with its id and duration; uvicorn's line would repeat it.
-            access_log=False,
-            # On SIGTERM/SIGINT, requests still running get this long; then the app's lifespan ends
-            # and stops the solve workers (service.api.lifetime), so none outlives the server.
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-        )
+        # Several processes share their loads, so a busier one hands kept-alive connections on.
+        with shared_file(workers if settings.serve_balance == "auto" else 1):
+            uvicorn.run(
+                "service.api.asgi:app", host=host, port=port, workers=workers,
+                log_config=logging_config(fmt, log_level.upper()), log_level=log_level.lower(),
+                # Our middleware logs each request with its id and duration; uvicorn's would repeat it.
+                access_log=False,
+                # On SIGTERM/SIGINT, requests still running get this long; then the app's lifespan
+                # ends and stops the solve workers (service.api.lifetime), so none outlives the server.
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            )

@@ -89,6 +89,8 @@ def test_the_load_bench_sends_only_quotes_when_asked_and_says_where_they_landed(
     # Two server processes: each kept-alive connection is found on one of them, the probe's too.
     assert sum(level["clients_per_process"]) == 4 and 1 <= len(level["clients_per_process"]) <= 2
     assert level["healthz_beside"] in level["clients_per_process"] + [0]
+    # Connections a busier process handed on (service.api.balance) are counted, not lost.
+    assert isinstance(level["reconnects"], int) and level["reconnects"] >= 0
 
 
 def test_the_load_bench_names_a_mix_it_does_not_know() -> None:
