@@ -222,7 +222,10 @@ class Tally:
             with self.lock:
                 self.ports.setdefault(role, []).append(conn.sock.getsockname()[1])
 
-    def add(self, kind: str, seconds: float, status: int) -> None:
+    # Each client's quote latencies, by client: whether the server served them alike.
+    by_client: dict[int, list[float]] = field(default_factory=dict)
+
+    def add(self, kind: str, seconds: float, status: int, client: int | None = None) -> None:
         with self.lock:
             if status >= 500 or status == 0:
                 self.errors += 1
@@ -230,6 +233,8 @@ class Tally:
                 self.refused += 1
             else:
                 self.latencies.setdefault(kind, []).append(seconds)
+                if client is not None and kind == "quote":
+                    self.by_client.setdefault(client, []).append(seconds)
 
 
 # The share of quotes and of offers pages in each mix, cumulative (plans the rest).
@@ -243,7 +248,8 @@ def mix_label(mix: str) -> str:
     return ", ".join(f"{kind} {share:.0%}".replace("%", " %") for kind, share in shares.items() if share > 0)
 
 
-def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: Tally, mix: str = "served") -> None:
+def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: Tally, mix: str = "served",
+            index: int | None = None) -> None:
     rng = random.Random(seed)
     conn = http.client.HTTPConnection(HOST, port, timeout=120)
     end = time.monotonic() + seconds
@@ -266,7 +272,7 @@ def _client(port: int, seconds: float, seed: int, distinct: bool | str, tally: T
             status = 0
             conn.close()
             conn = http.client.HTTPConnection(HOST, port, timeout=120)
-        tally.add(kind, time.perf_counter() - started, status)
+        tally.add(kind, time.perf_counter() - started, status, index)
     conn.close()
 
 
@@ -302,7 +308,7 @@ def run_level(port: int, clients: int, seconds: float, distinct: bool | str, see
     tally = Tally()
     stop = threading.Event()
     probe = threading.Thread(target=_prober, args=(port, stop, tally))
-    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally, mix))
+    workers = [threading.Thread(target=_client, args=(port, seconds, seed + i, distinct, tally, mix, i))
                for i in range(clients)]
     landed: dict[str, Any] = {}
     if server_pid is not None:
@@ -342,6 +348,9 @@ def run_level(port: int, clients: int, seconds: float, distinct: bool | str, see
         out[f"{kind}_p50_ms"] = round(pct(lat.get(kind, []), 0.50) * 1000, 2)
         out[f"{kind}_p99_ms"] = round(pct(lat.get(kind, []), 0.99) * 1000, 2)
     out["quote_over_healthz_p50"] = round(out["quote_p50_ms"] / out["healthz_p50_ms"], 2)
+    # Each client's quote p50, least first: a client whose connection shares a server process with
+    # more others waits longer than one that has a process to itself.
+    out["client_quote_p50_ms"] = sorted(round(pct(v, 0.50) * 1000, 2) for v in tally.by_client.values())
     # Connections the clients opened again after a server process closed theirs (balance.py).
     out["reconnects"] = max(0, len(tally.ports.get("clients", [])) - clients)
     out.update(landed)
@@ -395,7 +404,7 @@ def big_plan(port: int, jobs: int) -> dict[str, Any]:
 
 COLUMNS = ["clients", "throughput_rps", "quote_p50_ms", "quote_p99_ms", "offers_p50_ms", "offers_p99_ms",
            "plan_p50_ms", "plan_p99_ms", "healthz_p50_ms", "healthz_p99_ms", "quote_over_healthz_p50",
-           "errors", "refused_429", "server_rss_mb", "split", "reconnects"]
+           "errors", "refused_429", "server_rss_mb", "split", "reconnects", "client_quote_p50_ms"]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

@@ -91,6 +91,9 @@ def test_the_load_bench_sends_only_quotes_when_asked_and_says_where_they_landed(
     assert level["healthz_beside"] in level["clients_per_process"] + [0]
     # Connections a busier process handed on (service.api.balance) are counted, not lost.
     assert isinstance(level["reconnects"], int) and level["reconnects"] >= 0
+    # Every client's own quote p50, least first.
+    p50s = level["client_quote_p50_ms"]
+    assert len(p50s) == 4 and p50s == sorted(p50s) and all(v > 0 for v in p50s)
 
 
 def test_the_load_bench_names_a_mix_it_does_not_know() -> None:
