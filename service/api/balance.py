@@ -46,6 +46,7 @@ def shared_file(workers: int, folder: Path | None = None) -> Iterator[Path | Non
     """In the supervisor of ``workers`` processes: the file their loads go in, named in the
     environment they inherit, removed when serving ends. None (and nothing made) for one process."""
     if workers < 2:
+        os.environ.pop(ENV, None)  # a lone process joins no other server's file
         yield None
         return
     from service.api.affinity import lock_dir
@@ -96,7 +97,11 @@ class ProcessLoads:
         self.clock = clock
         self.pid = os.getpid()
         self._file = open(path, "r+b")  # noqa: SIM115 - held for the process's life
-        self._map = mmap.mmap(self._file.fileno(), _SLOT.size * SLOTS)
+        try:
+            self._map = mmap.mmap(self._file.fileno(), _SLOT.size * SLOTS)
+        except (OSError, ValueError):
+            self._file.close()
+            raise
         self.in_flight = 0
         self.mean = 0.0
         self.at = clock()
@@ -127,7 +132,7 @@ class ProcessLoads:
             return None
         try:
             loads = cls(name)
-        except OSError:
+        except (OSError, ValueError):  # gone, unreadable, or shorter than its slots
             return None  # serving goes on, unbalanced
         atexit.register(loads.close)
         return loads

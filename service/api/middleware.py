@@ -130,6 +130,8 @@ class GuardMiddleware:
         try:
             await self._handle(scope, receive, send_with_id)
         finally:
+            if loads is not None:
+                loads.ended()
             seconds = time.perf_counter() - started
             route = scope.get("route")
             # Answers given here (the cache, 429, 413) and routes FastAPI adds itself
@@ -144,8 +146,6 @@ class GuardMiddleware:
                            "status": status[0], "ms": round(seconds * 1000, 2)},
                 )
             request_id_var.reset(token)
-            if loads is not None:
-                loads.ended()
             # Between requests, never inside the collector: what this request kept is frozen.
             heap.request_ended(frozen_mark, status[0])
 

@@ -168,6 +168,9 @@ def test_from_the_environment_only_with_a_readable_file(monkeypatch: pytest.Monk
     assert ProcessLoads.from_environment() is None
     monkeypatch.setenv(balance.ENV, str(tmp_path / "gone"))
     assert ProcessLoads.from_environment() is None  # serves on, unbalanced
+    (tmp_path / "short").write_bytes(b"\0" * 10)
+    monkeypatch.setenv(balance.ENV, str(tmp_path / "short"))
+    assert ProcessLoads.from_environment() is None
     with shared_file(2, folder=tmp_path / "f"):
         joined = ProcessLoads.from_environment()
         assert joined is not None and joined.pid == os.getpid()
