@@ -26,8 +26,11 @@ included) after each level: it must level off however many new questions came. `
 the clients' kept-alive connections fell on the server's processes (``2+2``: two each; with
 ``--workers 2`` the kernel hands each new connection to whichever process accepts it first) and
 how many clients shared the process the ``/healthz`` probe landed on: a level whose clients crowd
-one process, or whose probe sits alone, gives another ratio than an even one. Every request
-loop is bounded in time; nothing leaves the loopback interface.
+one process, or whose probe sits alone, gives another ratio than an even one. A busier process
+closes a kept-alive connection to move its client (``service/api/balance.py``, unless
+``GPUCOST_SERVE_BALANCE=off``): ``reconnects`` counts the connections the clients opened again, and
+``client_quote_p50_ms`` gives each client's own quote p50, least first (alike when every client
+gets the same service). Every request loop is bounded in time; nothing leaves the loopback interface.
 """
 
 from __future__ import annotations
