@@ -14,8 +14,8 @@ it is sending with ``Connection: close``; the client opens a new connection, and
 whose event loop is free, usually accepts it first. Moving one closed-loop client changes the
 difference by two, hence a threshold above one (at one, a 3+2 split would swing back and forth).
 After a close a process waits ``HOLD_S`` for the averages to follow before it closes another, so
-it moves at most one connection in that time. A process serving alone, or with no file, never
-closes a connection.
+it moves at most one connection in that time, and a busy process looks at the others at most every
+``CHECK_S``. A process serving alone, or with no file, never closes a connection.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ _SLOT = struct.Struct("=qddd")
 TAU_S = 0.25
 HOLD_S = 2 * TAU_S
 IMBALANCE = 1.5
+# A busy process reads its siblings' slots at most this often (the averages move over TAU_S), so
+# a response costs a clock read and a comparison, not a scan of the file.
+CHECK_S = 0.05
 
 
 @contextmanager
@@ -66,6 +69,12 @@ def shared_file(workers: int, folder: Path | None = None) -> Iterator[Path | Non
 
 
 _PROC = Path("/proc/self/stat").exists()
+
+
+def _decayed(mean: float, in_flight: float, at: float, now: float) -> float:
+    """The time-weighted average in flight as of ``now``, from the one taken ``at`` (``mean``), the
+    count having stayed ``in_flight`` since: exact for a count that changes only by events."""
+    return in_flight + (mean - in_flight) * math.exp(min(0.0, at - now) / TAU_S)
 
 
 def _alive(pid: int) -> bool:
@@ -106,6 +115,7 @@ class ProcessLoads:
         self.mean = 0.0
         self.at = clock()
         self.closed_at = -math.inf
+        self.checked_at = -math.inf
         # Claimed under the file's lock, so two processes starting together take different slots;
         # a slot whose process is gone (killed, restarted by the supervisor) is free again.
         fcntl.flock(self._file, fcntl.LOCK_EX)
@@ -142,8 +152,7 @@ class ProcessLoads:
 
     def _move(self, step: int) -> None:
         now = self.clock()
-        # The exact time-weighted average of a count that held still since the last change.
-        self.mean = self.in_flight + (self.mean - self.in_flight) * math.exp((self.at - now) / TAU_S)
+        self.mean = _decayed(self.mean, self.in_flight, self.at, now)
         self.at = now
         self.in_flight += step
         self._publish()
@@ -156,8 +165,7 @@ class ProcessLoads:
 
     def load(self, now: float | None = None) -> float:
         """This process's average in flight, as of ``now``."""
-        now = self.clock() if now is None else now
-        return self.in_flight + (self.mean - self.in_flight) * math.exp((self.at - now) / TAU_S)
+        return _decayed(self.mean, self.in_flight, self.at, self.clock() if now is None else now)
 
     def least_other(self, now: float) -> float | None:
         """The least average in flight among the other live processes, as of ``now``."""
@@ -168,7 +176,7 @@ class ProcessLoads:
             pid, mean, at, in_flight = _SLOT.unpack_from(self._map, slot * _SLOT.size)
             if pid == 0:
                 continue
-            value = in_flight + (mean - in_flight) * math.exp(min(0.0, at - now) / TAU_S)
+            value = _decayed(mean, in_flight, at, now)
             if (least is None or value < least) and _alive(pid):
                 least = value
         return least
@@ -176,11 +184,12 @@ class ProcessLoads:
     def should_close(self) -> bool:
         """Whether the response being sent should end its connection. A yes starts the hold."""
         now = self.clock()
-        if now - self.closed_at < HOLD_S:
+        if now - self.closed_at < HOLD_S or now - self.checked_at < CHECK_S:
             return False
         mine = self.load(now)
         if mine <= IMBALANCE:
             return False  # no other process can be that much idler
+        self.checked_at = now
         least = self.least_other(now)
         if least is None or mine - least <= IMBALANCE:
             return False

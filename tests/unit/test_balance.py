@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.api import balance
-from service.api.balance import HOLD_S, IMBALANCE, SLOTS, TAU_S, ProcessLoads, shared_file
+from service.api.balance import CHECK_S, HOLD_S, IMBALANCE, SLOTS, TAU_S, ProcessLoads, shared_file
 
 
 class Clock:
@@ -105,6 +105,22 @@ def test_a_difference_of_one_request_or_less_moves_nothing(loads_file: Path, min
     _hold(b, other)
     clock.now += 10 * TAU_S
     assert not a.should_close() and not b.should_close()
+
+
+def test_a_busy_process_looks_at_the_others_at_most_every_check_interval(loads_file: Path) -> None:
+    clock = Clock()
+    a, b = _pair(loads_file, clock)
+    _hold(a, 3)
+    _hold(b, 3)
+    clock.now += 10 * TAU_S
+    assert not a.should_close()  # three against three: looked, nothing to move
+    _hold(b, 0)
+    b.mean = 0.0  # as if idle for long: its slot now reads 0
+    b._publish()
+    clock.now += CHECK_S / 2
+    assert not a.should_close()  # not looked again yet
+    clock.now += CHECK_S
+    assert a.should_close()
 
 
 def test_a_process_alone_never_closes(loads_file: Path) -> None:
