@@ -25,6 +25,7 @@ import math
 import mmap
 import os
 import struct
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -47,8 +48,9 @@ CHECK_S = 0.05
 @contextmanager
 def shared_file(workers: int, folder: Path | None = None) -> Iterator[Path | None]:
     """In the supervisor of ``workers`` processes: the file their loads go in, named in the
-    environment they inherit, removed when serving ends. None (and nothing made) for one process."""
-    if workers < 2:
+    environment they inherit, removed when serving ends. None (and nothing made) for one process
+    or on Windows."""
+    if workers < 2 or sys.platform == "win32":  # flock is POSIX: Windows serves unbalanced
         os.environ.pop(ENV, None)  # a lone process joins no other server's file
         yield None
         return

@@ -64,6 +64,14 @@ def test_one_process_gets_no_file_and_two_share_one_that_goes_with_them(tmp_path
     assert balance.ENV not in os.environ and list(tmp_path.iterdir()) == []
 
 
+def test_windows_serves_unbalanced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # No flock there: no file, and no process looks for one.
+    monkeypatch.setattr(balance.sys, "platform", "win32")
+    with shared_file(2, folder=tmp_path) as none:
+        assert none is None and balance.ENV not in os.environ
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_average_in_flight_follows_the_count_over_tau(loads_file: Path) -> None:
     clock = Clock()
     a = _loads(loads_file, clock)
