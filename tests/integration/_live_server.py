@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,12 +39,12 @@ def running_server(db_url: str, log: Path, timeout_s: float = 90, env: dict[str,
 
 @contextmanager
 def running_server_process(
-    db_url: str, log: Path, timeout_s: float = 90, env: dict[str, str] | None = None
+    db_url: str, log: Path, timeout_s: float = 90, env: dict[str, str] | None = None, args: Sequence[str] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``running_server``, yielding the server's process too."""
+    """``running_server``, yielding the server's process too; ``args``: more ``serve`` options."""
     port = free_port()
     cmd = [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", "127.0.0.1",
-           "--port", str(port)]
+           "--port", str(port), *args]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=REPO, env=server_env(db_url, **(env or {})), stdout=out, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"

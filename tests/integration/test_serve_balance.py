@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from service.api import balance
-from tests.integration._live_server import REPO, free_port, server_env
+from tests.integration._live_server import REPO, running_server_process, server_env
 
 _FRESH = itertools.count(1)
 
@@ -61,18 +61,12 @@ def _four_clients_from_one_process(tmp_path: Path, mode: str, within_s: float) -
     """Four clients whose connections all landed on one of two server processes ask quotes until
     each process holds two or ``within_s`` pass: the split then, the connections the server
     closed, the errors, and the loads files there were while serving."""
-    port = free_port()
-    env = server_env(f"sqlite:///{tmp_path / 'prices.sqlite'}", GPUCOST_SOLVE_PROCESSES="0", TMPDIR=str(tmp_path),
-                     GPUCOST_SERVE_BALANCE=mode)
-    cmd = [sys.executable, "-c", "from service.cli import main; main()", "serve", "--host", "127.0.0.1",
-           "--port", str(port), "--workers", "2"]
-    with (tmp_path / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    conns: list[http.client.HTTPConnection] = []
-    try:
+    env = {"GPUCOST_SOLVE_PROCESSES": "0", "TMPDIR": str(tmp_path), "GPUCOST_SERVE_BALANCE": mode}
+    with running_server_process(f"sqlite:///{tmp_path / 'prices.sqlite'}", tmp_path / "serve.log", timeout_s=120,
+                                env=env, args=["--workers", "2"]) as (base, proc):
+        port = int(base.rsplit(":", 1)[1])
         deadline = time.monotonic() + 120
         while True:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
             # uvicorn's processes, not multiprocessing's resource tracker beside them
             workers = [c for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
             files = _loads_files(tmp_path)
@@ -81,83 +75,70 @@ def _four_clients_from_one_process(tmp_path: Path, mode: str, within_s: float) -
                 break
             assert time.monotonic() < deadline, "the two server processes did not both start"
             time.sleep(0.2)
-        while True:
-            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            try:
-                probe.request("GET", "/readyz")
-                if probe.getresponse().status == 200:
-                    break
-            except (OSError, http.client.HTTPException):
-                pass
-            finally:
-                probe.close()
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.2)
         if mode == "off":
             time.sleep(1.0)  # both processes have surely started their apps by now
         files_seen = len(_loads_files(tmp_path))
-
-        # With one process stopped, the other accepts every connection: all four land there.
-        busy, idle = workers
-        idle.suspend()
+        conns: list[http.client.HTTPConnection] = []
         try:
-            for _ in range(4):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                assert _quote(conn) == (200, False)
-                conns.append(conn)
+            split, closed, errors = _spread(workers, port, conns, within_s)
         finally:
-            idle.resume()
-        owners = _owners(workers, port)
-        assert {owners[c.sock.getsockname()[1]] for c in conns} == {busy.pid}
+            for c in conns:
+                c.close()
+    # The supervisor, stopped by SIGTERM, removed the file it made.
+    assert _loads_files(tmp_path) == []
+    assert proc.returncode in (0, -signal.SIGTERM), (tmp_path / "serve.log").read_text()[-2000:]
+    return split, closed, errors, files_seen
 
-        # Four clients keep asking, each on its own connection (reopened when the server closes it).
-        closed, errors = [0], [0]
-        stop = threading.Event()
 
-        def client(conn: http.client.HTTPConnection) -> None:
-            while not stop.is_set():
-                try:
-                    status, was_closed = _quote(conn)
-                except (OSError, http.client.HTTPException):
-                    errors[0] += 1
-                    conn.close()
-                    continue
-                errors[0] += status != 200
-                closed[0] += was_closed
-
-        threads = [threading.Thread(target=client, args=(c,)) for c in conns]
-        for t in threads:
-            t.start()
-        split: list[int] = []
-        try:
-            deadline = time.monotonic() + within_s
-            while time.monotonic() < deadline:
-                time.sleep(0.5)
-                owners = _owners(workers, port)
-                mine = [owners[c.sock.getsockname()[1]] for c in conns
-                        if c.sock is not None and c.sock.getsockname()[1] in owners]
-                split = sorted((mine.count(w.pid) for w in workers), reverse=True)
-                if split == [2, 2]:
-                    break
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(60)
-        return split, closed[0], errors[0], files_seen
+def _spread(workers: list[psutil.Process], port: int, conns: list[http.client.HTTPConnection],
+            within_s: float) -> tuple[list[int], int, int]:
+    # With one process stopped, the other accepts every connection: all four land there.
+    busy, idle = workers
+    idle.suspend()
+    try:
+        for _ in range(4):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conns.append(conn)
+            assert _quote(conn) == (200, False)
     finally:
-        for c in conns:
-            c.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            for p in psutil.Process(proc.pid).children(recursive=True):
-                p.kill()
-            proc.kill()
-            proc.wait()
-        # The supervisor removed the file it made.
-        assert _loads_files(tmp_path) == []
-        assert proc.returncode in (0, -signal.SIGTERM), (tmp_path / "serve.log").read_text()[-2000:]
+        idle.resume()
+    owners = _owners(workers, port)
+    assert {owners[c.sock.getsockname()[1]] for c in conns} == {busy.pid}
+
+    # Four clients keep asking, each on its own connection (reopened when the server closes it).
+    closed, errors = [0], [0]
+    stop = threading.Event()
+
+    def client(conn: http.client.HTTPConnection) -> None:
+        while not stop.is_set():
+            try:
+                status, was_closed = _quote(conn)
+            except (OSError, http.client.HTTPException):
+                errors[0] += 1
+                conn.close()
+                continue
+            errors[0] += status != 200
+            closed[0] += was_closed
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    split: list[int] = []
+    try:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            owners = _owners(workers, port)
+            mine = [owners[c.sock.getsockname()[1]] for c in conns
+                    if c.sock is not None and c.sock.getsockname()[1] in owners]
+            split = sorted((mine.count(w.pid) for w in workers), reverse=True)
+            if split == [2, 2]:
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    return split, closed[0], errors[0]
 
 
 def test_clients_that_landed_on_one_process_are_spread_over_both(tmp_path: Path) -> None:
