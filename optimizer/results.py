@@ -88,6 +88,12 @@ class Suggestion(BaseModel):
     recipe: Recipe | None = None
 
 
+# Where an estimate's details keep what makes the figures only a reader sees (the estimator's
+# ``ShownDetails``): made when the estimate is serialised or ``all_details`` is read. Its leading "_"
+# keeps the key itself out of what is shown, as with the estimator's other own keys.
+SHOWN_KEY = "_shown"
+
+
 class Estimate(BaseModel):
     model_config = ConfigDict(frozen=True)  # shared by the estimate cache
 
@@ -119,8 +125,19 @@ class Estimate(BaseModel):
     basis: Literal["model", "measured", "scaled"] = "model"
     measurement_id: str | None = None
 
+    @property
+    def all_details(self) -> dict[str, Any]:
+        """``details`` with the figures made only when shown (the step's seconds, FLOPs per token,
+        ...), in the order they are serialised; of the estimator's own "_" keys, the amount's basis
+        stays and what made the figures goes."""
+        shown = self.details.get(SHOWN_KEY)
+        return self.details if shown is None else shown.merged(self.details)  # type: ignore[no-any-return]
+
     @field_serializer("details")
     def _rounded(self, details: dict[str, Any]) -> dict[str, Any]:
+        shown = details.get(SHOWN_KEY)
+        if shown is not None:
+            details = shown.merged(details)
         # Keys starting with "_" are the estimator's own (``optimizer.estimator.amounts``), not figures.
         return _round_floats({k: v for k, v in details.items() if not k.startswith("_")})  # type: ignore[no-any-return]
 

@@ -32,7 +32,7 @@ from optimizer.estimator.shapes import ModelShape, resolve_model
 from optimizer.estimator.support import check_supported
 from optimizer.estimator.throughput import Throughput, forget_step_terms, throughput
 from optimizer.estimator.workload import Workload
-from optimizer.results import Estimate, MemoryBreakdown, Recipe
+from optimizer.results import SHOWN_KEY, Estimate, MemoryBreakdown, Recipe
 
 # Lightest first: each step shards more state at the price of more communication.
 AUTO_ORDER = ("ddp", "zero2", "zero3")
@@ -256,23 +256,66 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         recipe=recipe,
         suggestions=(),
         # Detail figures are rounded when serialised (Estimate.details), not here: this runs
-        # hundreds of times per quote and most details are never shown.
+        # hundreds of times per quote and most details are never shown. Those that only the
+        # estimate's reader sees (nothing here computes with them) are made when it is shown
+        # (``ShownDetails``); the rest are shared with the memory model or read by the candidates.
         details={
             "model": _public(shape),
             "usable_vram_gb": usable,
-            "physical_vram_gb": gpu.vram_gb * GIB_PER_GB,
             "stack": w.stack,
             "memory_parts_gb": view.parts_gb,
             "memory_phases_gb": view.phases_gb,
             "peak_phase": mem.peak_phase,
             "zero_stage": mem.stage,
-            "range_widths": {"memory": mem_w, "throughput": tput_w},
             "flash_attention": mem.flash_attention,
+            "gpu_generation": gpu.generation,
+            "hours_parts": dict(hour_parts),
+            "host_ram_parts_gb": host.ram_parts_gb,
+            "host_disk_parts_gb": host.disk_parts_gb,
+            "dataloader_workers": host.dataloader_workers,
+            "host_feed": {"unit": host.feed_unit, "per_second_per_node": host.feed_per_second_per_node,
+                          "per_core": host.feed_per_core, "cores_for_70pct_busy": host.needs.cpu_cores,
+                          "cores_full_feed": host.cores_full_feed},
+            BASIS_KEY: basis,
+            SHOWN_KEY: ShownDetails(gpu, tp, sharding, mem_w, tput_w),
+        },
+    )
+
+
+# The order the details are shown in, as the estimator wrote them before some were made when shown.
+DETAIL_ORDER = (
+    "model", "usable_vram_gb", "physical_vram_gb", "stack", "memory_parts_gb", "memory_phases_gb",
+    "peak_phase", "zero_stage", "range_widths", "flash_attention", "model_flops_per_token",
+    "hardware_flops_per_token", "peak_tflops_per_gpu", "matmul_efficiency", "gpu_generation",
+    "step_seconds", "hours_parts", "host_ram_parts_gb", "host_disk_parts_gb", "dataloader_workers",
+    "host_feed", "sharding_tried",
+)
+
+
+class ShownDetails:
+    """An estimate's detail figures that no computation reads, only a reader of the estimate: the
+    step's seconds by part, FLOPs per token, the card's peak and matmul efficiency, the range
+    widths, the physical VRAM and the sharding tried. A new model's quote makes ~130 estimates and
+    shows a handful, so these 16 floats, two dicts and a list per estimate are made when it is
+    shown (``figures``), from the throughput and card the estimate was computed with (both kept by
+    the estimate anyway: the throughput in its basis, the card in the catalog)."""
+
+    def __init__(self, gpu: GpuSpec, tp: Throughput, sharding: str, mem_width: float, tput_width: float) -> None:
+        self.gpu = gpu
+        self.tp = tp
+        self.sharding = sharding
+        self.mem_width = mem_width
+        self.tput_width = tput_width
+
+    def figures(self) -> dict[str, object]:
+        tp = self.tp
+        return {
+            "physical_vram_gb": self.gpu.vram_gb * GIB_PER_GB,
+            "range_widths": {"memory": self.mem_width, "throughput": self.tput_width},
             "model_flops_per_token": tp.model_flops_per_token,
             "hardware_flops_per_token": tp.hardware_flops_per_token,
             "peak_tflops_per_gpu": tp.peak_tflops,
             "matmul_efficiency": tp.matmul_efficiency,
-            "gpu_generation": gpu.generation,
             "step_seconds": {
                 "compute": tp.compute_seconds,
                 "memory_bound": tp.memory_seconds,
@@ -282,17 +325,28 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
                 "communication": tp.comm_seconds,
                 "total": tp.step_seconds,
             },
-            "hours_parts": dict(hour_parts),
-            "host_ram_parts_gb": host.ram_parts_gb,
-            "host_disk_parts_gb": host.disk_parts_gb,
-            "dataloader_workers": host.dataloader_workers,
-            "host_feed": {"unit": host.feed_unit, "per_second_per_node": host.feed_per_second_per_node,
-                          "per_core": host.feed_per_core, "cores_for_70pct_busy": host.needs.cpu_cores,
-                          "cores_full_feed": host.cores_full_feed},
-            "sharding_tried": [sharding],
-            BASIS_KEY: basis,
-        },
-    )
+            "sharding_tried": [self.sharding],
+        }
+
+    def merged(self, details: dict[str, object]) -> dict[str, object]:
+        """``details`` with these figures, in the estimator's order; a key ``details`` holds itself
+        (a measurement's ``hours_parts``, say) wins, and keys of its own follow."""
+        made = self.figures()
+        out: dict[str, object] = {}
+        for key in DETAIL_ORDER:
+            if key in details:
+                out[key] = details[key]
+            elif key in made:
+                out[key] = made[key]
+        for key, value in details.items():
+            if key not in out and key != SHOWN_KEY:
+                out[key] = value
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        # Two estimates compare their details by what they show, as they did when these were made.
+        return isinstance(other, ShownDetails) and self.figures() == other.figures()
+
 
 
 # An estimate with its details holds ~10-15 KB: bench/footprint.py saw the server grow by 690 MB over

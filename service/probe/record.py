@@ -116,7 +116,7 @@ def mfu_of(workload: Workload, gpu: str, gpu_count: int, tokens_per_second: floa
     from optimizer.estimator.estimate import estimate
 
     est = estimate(workload, gpu, gpu_count, None)
-    per_token = est.details.get("model_flops_per_token") if est.details else None
+    per_token = est.all_details.get("model_flops_per_token")
     peak = gpu_spec(gpu).peak_tflops(workload.precision) * 1e12 * gpu_count
     if not per_token or peak <= 0:
         return None

@@ -154,7 +154,7 @@ def test_more_ddp_gpus_do_not_fix_vram() -> None:
 def test_fits_against_nominal_size_with_binary_headroom() -> None:
     assert usable_vram_gb(gpu_spec("RTX4090")) == 24.0
     est = estimate(Workload(model="gpt2"), "RTX4090")
-    assert est.details["physical_vram_gb"] == pytest.approx(25.77, abs=0.01)
+    assert est.all_details["physical_vram_gb"] == pytest.approx(25.77, abs=0.01)
     assert est.fits == (est.memory_gb.total_per_gpu <= est.gpu_vram_gb)
 
 

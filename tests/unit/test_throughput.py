@@ -76,7 +76,7 @@ def test_bf16_before_ampere_is_priced_as_emulated() -> None:
 
 def test_matmul_efficiency_follows_gpu_generation() -> None:
     w = _w(model="llama-3.2-1b")
-    eff = {g: estimate(w, g).details["matmul_efficiency"] for g in ("V100", "T4", "A100", "H100")}
+    eff = {g: estimate(w, g).all_details["matmul_efficiency"] for g in ("V100", "T4", "A100", "H100")}
     assert eff["A100"] > eff["H100"] > eff["T4"]  # Hopper's datasheet peak is the hardest to reach
     assert estimate(w, "H100").details["gpu_generation"] == "hopper"
 
@@ -127,7 +127,7 @@ def test_gptq_qlora_prices_autogptq_unpacking() -> None:
 def test_launch_overhead_partly_adds() -> None:
     """A tiny model at short sequences is launch-bound, and part of the launch time adds."""
     est = estimate(_w(model="tinybert", micro_batch_size=1, seq_len=32), "H100")
-    parts = est.details["step_seconds"]
+    parts = est.all_details["step_seconds"]
     assert parts["launch"] > parts["compute"] + parts["memory_bound"]
     assert parts["total"] > parts["launch"]
 
@@ -146,7 +146,7 @@ def test_offload_slows_the_step() -> None:
     base = estimate(w, "A100-80GB", 8, "zero2")
     off = estimate(w.model_copy(update={"offload": "optimizer"}), "A100-80GB", 8, "zero2")
     assert off.tokens_per_second < base.tokens_per_second
-    assert off.details["step_seconds"]["offload"] > 0
+    assert off.all_details["step_seconds"]["offload"] > 0
 
 
 def test_resnet50_images_per_second_within_published_figures() -> None:
