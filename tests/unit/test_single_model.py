@@ -66,3 +66,37 @@ def test_it_solves_to_the_cheapest_candidate_within_the_deadline() -> None:
     picked = model.picked(result.values)
     on_time = [c for c in cands if c.hours + c.lead_hours <= deadline]
     assert picked is not None and picked.cost_usd == min(c.cost_usd for c in on_time)
+
+
+def test_the_quotes_way_relaxation_first_without_presolve_gives_the_searchs_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``quote`` solves the model as its LP relaxation first, without presolve, and searches only
+    where that is not whole: on random models with every kind of side row, the same status and
+    cost as the plain search, one candidate picked, both ways exercised."""
+    import optimizer.ilp.solve as solve_mod
+
+    made: list[object] = []
+    real = solve_mod._solver
+    monkeypatch.setattr(solve_mod, "_solver", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    rng = random.Random(5)
+    whole = searched = 0
+    for seed in range(150):
+        cands = _candidates(seed, rng.randint(1, 40))
+        deadline = rng.choice([None, rng.uniform(1, 400)])
+        budget = rng.choice([None, rng.uniform(100, 20000)])
+        quotas = rng.choice([None, {"aws": rng.choice([0, 8, 16]), "gcp": rng.choice([1, 8])}])
+        plain = solve(build_single(cands, deadline_hours=deadline, budget_usd=budget, quotas=quotas).problem,
+                      time_limit_s=10)
+        model = build_single(cands, deadline_hours=deadline, budget_usd=budget, quotas=quotas)
+        first = solve(model.problem, time_limit_s=10, relaxation_first=True, relaxation_presolve=False)
+        assert first.status == plain.status
+        if not first.has_solution:
+            continue
+        assert first.objective == pytest.approx(plain.objective, rel=1e-9)
+        assert sum(first.values.values()) == 1.0 and all(v in (0.0, 1.0) for v in first.values.values())
+        picked = model.picked(first.values)
+        assert picked is not None and picked.cost_usd == pytest.approx(plain.objective, rel=1e-9)
+        if made[-1].relaxation_integral:  # type: ignore[attr-defined]
+            whole += 1
+        else:
+            searched += 1
+    assert whole > 50 and searched > 3  # both ways exercised

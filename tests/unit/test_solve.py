@@ -282,3 +282,26 @@ def test_a_solve_lists_the_variables_once_and_leaves_the_problem_as_it_was(monke
     assert [v.name for v in prob.variables()] == sorted(f"x_{i}" for i in range(14))
     assert len(calls) == 2
     assert set(res.values) == {v.name for v in prob.variables()}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4])
+def test_a_relaxation_without_presolve_leaves_the_search_presolving(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``relaxation_presolve=False`` (the quote's choose-one model): the relaxation runs without
+    presolve, and where it is not whole the search runs with presolve as configured, to the answer
+    the plain search gives."""
+    import optimizer.ilp.solve as solve_mod
+
+    made = _solver_spy(monkeypatch)
+    first = solve(_choose_cheapest([7.5, 3.25, 9.0, 4.0]), time_limit_s=10, relaxation_first=True,
+                  relaxation_presolve=False)
+    assert made[-1].relaxation_integral and first.objective == 3.25 and first.gap == 0.0
+    assert solve_mod._THREAD_HIGHS.highs.getOptionValue("presolve")[1] == "off"  # the relaxation's
+    prob, best = _knapsack(seed)
+    plain = solve(prob, time_limit_s=10)
+    prob2, _ = _knapsack(seed)
+    fell_back = solve(prob2, time_limit_s=10, relaxation_first=True, relaxation_presolve=False)
+    assert not made[-1].relaxation_integral
+    assert solve_mod._THREAD_HIGHS.highs.getOptionValue("presolve")[1] == "choose"  # the search's
+    assert (fell_back.status, fell_back.objective, fell_back.values, fell_back.gap) == (
+        plain.status, plain.objective, plain.values, plain.gap)
+    assert fell_back.objective == pytest.approx(best)
