@@ -68,7 +68,8 @@ def test_it_solves_to_the_cheapest_candidate_within_the_deadline() -> None:
     assert picked is not None and picked.cost_usd == min(c.cost_usd for c in on_time)
 
 
-def test_the_quotes_way_relaxation_first_without_presolve_gives_the_searchs_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_quotes_way_relaxation_first_without_presolve_gives_the_searchs_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """``quote`` solves the model as its LP relaxation first, without presolve, and searches only
     where that is not whole: on random models with every kind of side row, the same status and
     cost as the plain search, one candidate picked, both ways exercised."""
