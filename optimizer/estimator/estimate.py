@@ -296,7 +296,7 @@ class ShownDetails:
     """An estimate's detail figures that no computation reads, only a reader of the estimate: the
     step's seconds by part, FLOPs per token, the card's peak and matmul efficiency, the range
     widths, the physical VRAM and the sharding tried. A new model's quote makes ~130 estimates and
-    shows a handful, so these 16 floats, two dicts and a list per estimate are made when it is
+    shows a handful, so these 14 floats, two dicts and a list per estimate are made when it is
     shown (``figures``), from the throughput and card the estimate was computed with (both kept by
     the estimate anyway: the throughput in its basis, the card in the catalog)."""
 
@@ -346,7 +346,6 @@ class ShownDetails:
     def __eq__(self, other: object) -> bool:
         # Two estimates compare their details by what they show, as they did when these were made.
         return isinstance(other, ShownDetails) and self.figures() == other.figures()
-
 
 
 # An estimate with its details holds ~10-15 KB: bench/footprint.py saw the server grow by 690 MB over
