@@ -12,6 +12,7 @@ import pytest
 from optimizer.candidates import Candidate
 from optimizer.ilp.single import _safe, build_single
 from optimizer.ilp.solve import solve
+from tests.unit.test_solve import _solver_spy
 
 
 def _candidates(seed: int, n: int) -> list[Candidate]:
@@ -73,11 +74,7 @@ def test_the_quotes_way_relaxation_first_without_presolve_gives_the_searchs_answ
     """``quote`` solves the model as its LP relaxation first, without presolve, and searches only
     where that is not whole: on random models with every kind of side row, the same status and
     cost as the plain search, one candidate picked, both ways exercised."""
-    import optimizer.ilp.solve as solve_mod
-
-    made: list[object] = []
-    real = solve_mod._solver
-    monkeypatch.setattr(solve_mod, "_solver", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    made = _solver_spy(monkeypatch)
     rng = random.Random(5)
     whole = searched = 0
     for seed in range(150):
@@ -96,7 +93,7 @@ def test_the_quotes_way_relaxation_first_without_presolve_gives_the_searchs_answ
         assert sum(first.values.values()) == 1.0 and all(v in (0.0, 1.0) for v in first.values.values())
         picked = model.picked(first.values)
         assert picked is not None and picked.cost_usd == pytest.approx(plain.objective, rel=1e-9)
-        if made[-1].relaxation_integral:  # type: ignore[attr-defined]
+        if made[-1].relaxation_integral:
             whole += 1
         else:
             searched += 1
