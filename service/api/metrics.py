@@ -4,6 +4,7 @@ files: ``prometheus_client``'s ``ProcessCollector``), and how old each provider'
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from datetime import UTC, datetime
@@ -110,7 +111,18 @@ class FrozenHeap(Collector):
                                 "Objects the cycle collector no longer walks (gc.freeze)", value=frozen_objects())
 
 
+class SwitchInterval(Collector):
+    """``gpucost_switch_interval_seconds``: how long a thread computing an answer may keep Python's
+    lock while the event loop waits for it (``service.api.switching``), in the process scraped."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("gpucost_switch_interval_seconds",
+                                "Python's thread switch interval in this process (sys.getswitchinterval)",
+                                value=sys.getswitchinterval())
+
+
 def install_collectors(registry: CollectorRegistry, prices_as_of: Callable[[], dict[str, datetime] | None]) -> None:
     ProcessCollector(registry=registry)
     registry.register(PriceAge(prices_as_of))
     registry.register(FrozenHeap())
+    registry.register(SwitchInterval())

@@ -2,13 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import sys
-
 import typer
 
 from optimizer.errors import InvalidInput
 
-SWITCH_INTERVAL_S = 0.0005
 SHUTDOWN_GRACE_S = 10
 
 
@@ -40,10 +37,6 @@ def register(app: typer.Typer) -> None:
             from service.scheduler import parse_cron
 
             parse_cron(settings.refresh_cron)  # fails here, naming GPUCOST_REFRESH_CRON, not in a worker
-        # Expensive requests run on worker threads and hold the GIL while they compute; a short
-        # switch interval hands it back to the event loop sooner, so /healthz, /readyz and cache
-        # hits are not queued behind a plan's Python loops (5 ms is CPython's default).
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
         # Several processes share their loads, so a busier one hands kept-alive connections on.
         with shared_file(workers if settings.serve_balance == "auto" else 1):
             uvicorn.run(
