@@ -17,7 +17,7 @@ if "solve_processes" not in _settings.model_fields_set:
     _settings = _settings.model_copy(update={"solve_processes": _settings.max_solves})
 
 heap.keep_long_lived()  # a served process's large heap: full collections must not stall it
-switching.hand_over_sooner()  # the event loop gets the lock back within 0.5 ms of asking, in each of --workers N
+switching.hand_over_sooner()  # a computing thread yields to the event loop after 0.5 ms, in each of --workers N
 descriptors.reserve()  # room for a burst of connections, made now rather than during accept()
 if multiprocessing.parent_process() is not None:
     # One of ``gpucost serve --workers N``'s processes, started by uvicorn's supervisor: when that

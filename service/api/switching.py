@@ -9,9 +9,9 @@ afresh (uvicorn spawns them), and a container may run ``service.api.asgi:app`` u
 itself, so the app's module sets it in every served process (``service.api.asgi``).
 
 Measured (2 cores, ``bench/load.py --clients 4 --seconds 10 --distinct tokens,model --workers 2
---mix quotes``, 2026-12-05): with the worker processes at 5 ms, ``/healthz`` p50 under four
-clients of new models was 5.0-5.5 ms, at 0.5 ms 1.8-2.1 ms; quotes' p50 and throughput moved by
-less than the runs did (27.1-27.4 against 27.1-28.0 ms, 142-144 against 138-141 a second).
+[--mix quotes]``, 2026-12-05): with the processes at 5 ms, ``/healthz`` p50 under four clients of
+new models was 5.0-5.5 ms (2 runs), at 0.5 ms 1.4-2.4 ms (8 runs); the quotes lost about 3 % of
+their throughput to the extra hand-overs (132-142 against 142-144 new models a second).
 """
 
 from __future__ import annotations
