@@ -57,6 +57,21 @@ def _slot_pids(path: Path) -> set[int]:
     return {balance._SLOT.unpack_from(data, i * balance._SLOT.size)[0] for i in range(balance.SLOTS)} - {0}
 
 
+def two_server_processes(proc: subprocess.Popen[bytes], tmp: Path, with_loads_file: bool = True) -> list[psutil.Process]:
+    """The two processes of ``gpucost serve --workers 2`` (``proc``: its supervisor) once both have
+    started (``with_loads_file``: each holds its slot in the loads file the supervisor made in ``tmp``,
+    which a process takes once its app is made)."""
+    deadline = time.monotonic() + 120
+    while True:
+        # uvicorn's processes, not multiprocessing's resource tracker beside them
+        workers = [c for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
+        files = _loads_files(tmp)
+        if len(workers) == 2 and (not with_loads_file or (len(files) == 1 and _slot_pids(files[0]) == {w.pid for w in workers})):
+            return workers
+        assert time.monotonic() < deadline, "the two server processes did not both start"
+        time.sleep(0.2)
+
+
 def _four_clients_from_one_process(tmp_path: Path, mode: str, within_s: float) -> tuple[list[int], int, int, int]:
     """Four clients whose connections all landed on one of two server processes ask quotes until
     each process holds two or ``within_s`` pass: the split then, the connections the server
@@ -65,16 +80,7 @@ def _four_clients_from_one_process(tmp_path: Path, mode: str, within_s: float) -
     with running_server_process(f"sqlite:///{tmp_path / 'prices.sqlite'}", tmp_path / "serve.log", timeout_s=120,
                                 env=env, args=["--workers", "2"]) as (base, proc):
         port = int(base.rsplit(":", 1)[1])
-        deadline = time.monotonic() + 120
-        while True:
-            # uvicorn's processes, not multiprocessing's resource tracker beside them
-            workers = [c for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
-            files = _loads_files(tmp_path)
-            # Both processes are up once each holds its slot in the loads file the supervisor made.
-            if len(workers) == 2 and (mode == "off" or (len(files) == 1 and _slot_pids(files[0]) == {w.pid for w in workers})):
-                break
-            assert time.monotonic() < deadline, "the two server processes did not both start"
-            time.sleep(0.2)
+        workers = two_server_processes(proc, tmp_path, with_loads_file=mode != "off")
         if mode == "off":
             time.sleep(1.0)  # both processes have surely started their apps by now
         files_seen = len(_loads_files(tmp_path))

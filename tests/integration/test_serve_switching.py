@@ -5,16 +5,14 @@ starts afresh, so a setting made in the supervisor would not reach them)."""
 from __future__ import annotations
 
 import http.client
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from service.api.switching import SWITCH_INTERVAL_S
 from tests.integration._live_server import running_server_process
 from tests.integration.test_metrics import _samples
-from tests.integration.test_serve_balance import _loads_files, _slot_pids
+from tests.integration.test_serve_balance import two_server_processes
 
 
 def _scraped_interval(port: int) -> float:
@@ -37,18 +35,8 @@ def test_each_served_process_switches_every_half_millisecond(tmp_path: Path, wor
         if workers == 1:
             assert _scraped_interval(port) == SWITCH_INTERVAL_S
             return
-        deadline = time.monotonic() + 120
-        while True:
-            # uvicorn's processes, not multiprocessing's resource tracker beside them
-            procs = [c for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
-            files = _loads_files(tmp_path)
-            # Both have made their apps once each holds its slot in the supervisor's loads file.
-            if len(procs) == 2 and len(files) == 1 and _slot_pids(files[0]) == {p.pid for p in procs}:
-                break
-            assert time.monotonic() < deadline, "the two server processes did not both start"
-            time.sleep(0.2)
         seen = []
-        for other in procs:
+        for other in two_server_processes(proc, tmp_path):
             other.suspend()  # the process left running accepts the connection
             try:
                 seen.append(_scraped_interval(port))
