@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 from optimizer.candidates.amounts import MovingMemo
 from optimizer.candidates.cloud import MIN_GPUS_FOR_MULTI_NODE, _cloud_candidate, _Config, cloud_candidates
@@ -143,6 +144,9 @@ def generate(
     )
 
 
+_COST_HOURS = itemgetter(0, 1)
+
+
 def _ranked(
     per_offer: Sequence[tuple[float, float, Offer, str, _Config, Pricing]],
     local: Sequence[Candidate],
@@ -155,7 +159,8 @@ def _ranked(
     want = max(top * 4, top + 20)
     seen: set[tuple[str, str, str, int, str]] = set()
     out: list[Candidate] = []
-    for cost, hours, o, gpu, cfg, p in heapq.nsmallest(want, per_offer, key=lambda r: (r[0], r[1])):
+    # By (cost, hours), ties in the rows' order; ``itemgetter`` makes that key in C (~300 rows a quote).
+    for cost, hours, o, gpu, cfg, p in heapq.nsmallest(want, per_offer, key=_COST_HOURS):
         k = (o.provider, o.region, o.instance_type, cfg.nodes, p)
         if k in seen:
             continue

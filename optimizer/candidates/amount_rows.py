@@ -208,13 +208,14 @@ class MoveRows:
             columns = self._built()
             if columns is None:
                 return None
-            done = entry[1] = (columns, _moved(columns, w))  # two threads may both: the same figures
+            # Row by row, once: each group then takes its span as one slice (~100 groups a quote).
+            # Two threads may both compute it: the same figures.
+            done = entry[1] = (columns, list(zip(*_moved(columns, w), strict=True)))
         columns, moved = done
         span = columns.spans.get(id(member))
         if span is None or span[2]() is not member:
             return None
-        i, j, _ = span
-        return list(zip(moved[0][i:j], moved[1][i:j], moved[2][i:j], moved[3][i:j], strict=True))
+        return moved[span[0]:span[1]]
 
     def members(self) -> list[Member]:
         """The groups these rows move that are still kept."""

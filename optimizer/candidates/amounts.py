@@ -20,9 +20,8 @@ tokens T is the same, figure for figure, whether computed cold or right after on
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from optimizer.candidates.amount_rows import rows_for
 from optimizer.candidates.estimator import host_share, job_ram_gb
@@ -46,7 +45,16 @@ if TYPE_CHECKING:
 
     from optimizer.results import Estimate
 
-C = TypeVar("C")
+
+class Movable(Protocol):
+    """A kept configuration (``cloud._Config``)."""
+
+    def moved(self, train_hours: float, ram_gb_per_node: float, setup_hours: float,
+              disk_gb_per_node: float) -> Any:
+        """A copy with ``MOVED_FIELDS`` as given."""
+
+
+C = TypeVar("C", bound=Movable)
 
 # The configuration fields that follow the amount (``cloud._Config``); the others never change.
 MOVED_FIELDS = ("train_hours", "ram_gb_per_node", "setup_hours", "disk_gb_per_node")
@@ -63,7 +71,6 @@ class _Basis:
     """What one configuration's amount figures are recomputed from."""
 
     index: int  # in the kept list
-    values: list[Any]  # the configuration's fields, in order (moving replaces ``MOVED_FIELDS``)
     basis: AmountBasis
     terms: RunTerms  # what the run's hours follow from besides the tokens
     ram_parts_gb: dict[str, float]
@@ -92,7 +99,7 @@ class KeptMoves(Generic[C]):
     another amount of training. What moving needs is read from the configurations' estimates, and
     checked, the first time they move: a quote that is never followed by another amount pays nothing."""
 
-    __slots__ = ("__weakref__", "_at", "_bases", "_cfgs", "_checked", "_gpus_per_node", "_kept", "_rows",
+    __slots__ = ("__weakref__", "_bases", "_cfgs", "_checked", "_gpus_per_node", "_kept", "_rows",
                  "_setup_hours", "_trusted")
 
     def __init__(self, cfgs: list[C], kept: Workload, gpus_per_node: float, setup_hours: float | None) -> None:
@@ -101,7 +108,6 @@ class KeptMoves(Generic[C]):
         self._gpus_per_node = gpus_per_node
         self._setup_hours = setup_hours
         self._bases: list[_Basis] | None = None  # None: not movable (or not yet checked)
-        self._at: list[int] = []
         self._checked = False
         # The workload's other groups move with this one (``amount_rows``), once their rows are
         # found to give this group's own figures (None: not yet compared).
@@ -131,17 +137,11 @@ class KeptMoves(Generic[C]):
             if parts is None:
                 continue  # not the estimator's model: nothing of it follows the amount
             basis, ram, disk = parts
-            values = [getattr(c, f.name) for f in dataclasses.fields(c)]  # type: ignore[arg-type]
-            bases.append(_Basis(i, values, basis, terms_of(basis), ram, disk, est.gpu_count,
+            bases.append(_Basis(i, basis, terms_of(basis), ram, disk, est.gpu_count,
                                 c.total_gpus))  # type: ignore[attr-defined]
         for b, got in zip(bases, self._figures(bases, self._kept), strict=True):
             if got != tuple(getattr(cfgs[b.index], f) for f in MOVED_FIELDS):
                 return None
-        if bases:
-            # Where ``MOVED_FIELDS`` sit among a configuration's fields, for positional construction
-            # (``dataclasses.replace`` reads every field by name each time).
-            names = [f.name for f in dataclasses.fields(type(cfgs[bases[0].index]))]  # type: ignore[arg-type]
-            self._at = [names.index(f) for f in MOVED_FIELDS]
         return bases
 
     def _figures(self, bases: list[_Basis], w: Workload) -> list[tuple[float, float, float, float]]:
@@ -171,11 +171,8 @@ class KeptMoves(Generic[C]):
         elif not self._trusted:  # the first time: the rows' figures must be this group's own
             own = self._figures(self._bases, w)
             self._trusted, got = got == own, own
-        i0, i1, i2, i3 = self._at
         for b, (f0, f1, f2, f3) in zip(self._bases, got, strict=True):
-            values = b.values.copy()
-            values[i0], values[i1], values[i2], values[i3] = f0, f1, f2, f3
-            cfgs[b.index] = type(cfgs[b.index])(*values)
+            cfgs[b.index] = cfgs[b.index].moved(f0, f1, f2, f3)
         return cfgs
 
 

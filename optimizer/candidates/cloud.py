@@ -121,6 +121,17 @@ class _Config:
         self.images = images
         self.source = source
 
+    def moved(self, train_hours: float, ram_gb_per_node: float, setup_hours: float, disk_gb_per_node: float) -> _Config:
+        """This configuration at another amount of training (``amounts.KeptMoves``): the figures that
+        follow the amount (``amounts.MOVED_FIELDS``) as given, every other field its own. Written out
+        so the compiled module makes it with one direct call (``tests/unit/test_moved_configs.py``
+        holds it to every field)."""
+        return _Config(
+            self.nodes, self.sharding, train_hours, self.mem_gb, ram_gb_per_node, self.cores_per_node,
+            self.total_gpus, self.reason, setup_hours, self.recipe, disk_gb_per_node, self.checkpoint_gb,
+            self.basis, self.measurement_id, self.warnings, self.images, self.source,
+        )
+
 
 # A group's (GPU, GPUs per node, memory per GPU, inter-node fabric, subscription plan).
 _GroupKey = tuple[str, float, float, bool, str | None]

@@ -157,6 +157,9 @@ class _Held:
     conn: Connection | None = None
     opened: AbstractContextManager[Connection] | None = None
     broken: bool = False  # a read failed: the rest open their own connections
+    # ``PriceStore.change_mark`` as the first ``steady`` read inside took it: the others use it.
+    mark: int | None = None
+    marked: bool = False
 
 
 _HELD: ContextVar[_Held | None] = ContextVar("gpucost_store_reading", default=None)
@@ -289,8 +292,19 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         connection and begins no transaction (``bench/store_reads.py``). The mark is taken before
         reading, so a commit landing meanwhile changes it and the next call reads again. Each read
         is one statement, as consistent as before; only reads that do reach the database share
-        ``reading``'s transaction. The value is shared between callers: they must not change it."""
-        mark = self.change_mark()
+        ``reading``'s transaction. The value is shared between callers: they must not change it.
+
+        Inside ``reading`` the mark is taken once, by the first of its ``steady`` reads: an answer's
+        four reads then are as of one moment (a commit landing meanwhile is read by the next
+        answer), and a served quote makes one ``PRAGMA data_version`` call, not four (each one
+        lets go of the interpreter lock, which a busy server's other threads then hold)."""
+        held = _HELD.get()
+        if held is not None and held.store is self:
+            if not held.marked:
+                held.mark, held.marked = self.change_mark(), True
+            mark = held.mark
+        else:
+            mark = self.change_mark()
         if mark is None:
             return read()
         kept = self._steady.get(name)

@@ -190,3 +190,35 @@ def test_kept_reads_follow_every_commit_to_the_file(tmp_path: Path) -> None:
     finally:
         store.close()
         other.close()
+
+
+def test_an_answers_reads_take_the_change_mark_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside ``PriceStore.reading`` the first ``steady`` read takes the change mark and the others
+    use it: a quote asks SQLite for it once, not four times. A commit landing meanwhile is read by
+    the next answer."""
+    url = f"sqlite:///{tmp_path / 'mark.sqlite'}"
+    store, other = open_store(url), open_store(url)
+    try:
+        req = QuoteRequest.model_validate(QUOTE)
+        quote_answer(req, store)  # seeds the store and keeps its reads
+        taken: list[int | None] = []
+        real = type(store).change_mark
+
+        def counted(self: object) -> int | None:
+            taken.append(real(self))  # type: ignore[arg-type]
+            return taken[-1]
+
+        monkeypatch.setattr(type(store), "change_mark", counted)
+        quote_answer(req, store)
+        assert len(taken) == 1
+        limits = [QuotaLimit("aws", "us-east-1", "L-417A185B", 96.0, "AWS Service Quotas", "P instances")]
+        with store.reading():
+            assert list_quotas(store) == []
+            replace_quotas(other, "aws", limits, NOW)  # another process commits meanwhile
+            assert list_quotas(store) == [] and list_measurements(store) == []  # as of the first mark
+        assert len(taken) == 2
+        assert list_quotas(store) == limits  # the next read, outside: a new mark
+        assert len(taken) == 3 and taken[2] != taken[1]
+    finally:
+        store.close()
+        other.close()

@@ -122,6 +122,36 @@ def test_an_entry_whose_figures_the_move_does_not_reproduce_is_not_moved() -> No
     assert set(MOVED_FIELDS) <= {f.name for f in dataclasses.fields(cfgs[live])}
 
 
+def test_a_moved_configuration_keeps_every_field_but_the_moved_ones() -> None:
+    # A field added to ``_Config`` and not to ``_Config.moved`` would come back as its default, so
+    # every field is given a value other than its default, of the type a real configuration holds
+    # there (the compiled class checks them; its fields' annotations do not say).
+    clear_cache()
+    w = Workload(model="qwen2.5-0.5b", method="lora", tokens=2e7)
+    g = next(g for g in _groups() if g.gpu == "A100" and g.gpus_per_node == 8)
+    real = next(c for c in _make(w, g, None)({}) if c.reason is None and c.recipe is not None)
+    given: dict[str, Any] = {}
+    for i, f in enumerate(dataclasses.fields(cloud._Config)):
+        held = getattr(real, f.name)
+        if f.name in ("recipe", "source"):
+            given[f.name] = held
+        elif held is None or isinstance(held, str):  # ``reason``, ``measurement_id``: str or None
+            given[f.name] = f"value {i}"
+        elif isinstance(held, bool):
+            given[f.name] = not held
+        elif isinstance(held, tuple):
+            given[f.name] = ("a warning",)
+        else:
+            given[f.name] = type(held)(100 + i)  # int or float
+        assert given[f.name] is not None and given[f.name] != f.default, f.name
+    new = {name: 0.5 + i for i, name in enumerate(MOVED_FIELDS)}
+    got = cloud._Config(**given).moved(*new.values())
+    assert type(got) is cloud._Config
+    for f in dataclasses.fields(cloud._Config):
+        assert getattr(got, f.name) == new.get(f.name, given[f.name]), f.name
+    assert got.source is real.source
+
+
 # Local builds under a safety margin, and under a deadline and a budget (rejections that follow the
 # moved hours: a build's lead time plus the run, the cash for energy and machines).
 LOCAL_CONSTRAINTS = {
