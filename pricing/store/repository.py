@@ -294,10 +294,11 @@ class PriceStore(Reads, Writes, History, Leases, Health):
         is one statement, as consistent as before; only reads that do reach the database share
         ``reading``'s transaction. The value is shared between callers: they must not change it.
 
-        Inside ``reading`` the mark is taken once, by the first of its ``steady`` reads: an answer's
-        four reads then are as of one moment (a commit landing meanwhile is read by the next
-        answer), and a served quote makes one ``PRAGMA data_version`` call, not four (each one
-        lets go of the interpreter lock, which a busy server's other threads then hold)."""
+        Inside ``reading`` the mark is taken once, by the first of its ``steady`` reads, and the
+        others compare their kept values with it: a commit landing meanwhile is read by the next
+        answer (a read that was not kept reads the store as it is, as before). A served quote then
+        makes one ``PRAGMA data_version`` call, not four (each one lets go of the interpreter lock,
+        which a busy server's other threads then hold)."""
         held = _HELD.get()
         if held is not None and held.store is self:
             if not held.marked:
