@@ -20,6 +20,7 @@ from pydantic.warnings import UnsupportedFieldAttributeWarning
 from optimizer.deferred_models import build_deferred
 from optimizer.errors import GpucostError, InvalidInput, ProviderError, SolverError, StoreError
 from pricing.refresh import RefreshBusy
+from service.api import quick_quote
 from service.api.answer_cache import AnswerCache, StoreVersion
 from service.api.balance import ProcessLoads
 from service.api.deps import get_store_for
@@ -229,6 +230,7 @@ def create_app(settings: Settings | None = None, loads: ProcessLoads | None = No
     for name in ROUTE_MODULES:
         module = importlib.import_module(f"service.api.routes.{name}")
         app.include_router(module.router)
+    quick_quote.install(app)  # the plain JSON quote, first: FastAPI's route answers the rest
     # Models a CLI quote leaves unbuilt are built now, not by the first request that needs one.
     build_deferred()
     build_route_validators(app)

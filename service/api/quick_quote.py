@@ -1,0 +1,125 @@
+"""``POST /v1/quote`` for the request nearly every client sends, without FastAPI's per-request work.
+
+A served quote for a new token count took about 3.4 ms of server CPU, and 0.2-0.27 ms of it was
+FastAPI's routing, dependency solving and endpoint wrappers around the route function (one client,
+one process, with and without this route: ``docs/performance-distinct.md``, thirtieth pass). This
+route sits first among the app's routes and calls that same route function (``routes.quote.quote``)
+with the same arguments FastAPI would give it, found the way FastAPI finds them, when the request
+is plainly a JSON quote:
+
+* ``POST`` with no query string (so the route's ``format`` is None, as FastAPI would read it);
+* a ``Content-Type`` of ``application/json``, a body that ``json.loads`` reads (as FastAPI does) and
+  that ``QuoteRequest`` validates (FastAPI's validator for the route's body is that model's);
+* the price store already opened (the dependency itself, ``deps.get_store``, gives it).
+
+It runs the function on the thread pool FastAPI runs sync routes on and sends the ``Response`` it
+returns, so the answer (JSON or, by ``Accept``, Markdown) is the route's own. Anything else goes to
+the FastAPI route with the body as read: a query string, another content type, a body that does not
+parse or validate, the first request before the store is open. So 400s and 422s are FastAPI's own.
+An exception raised while computing reaches the app's exception handlers as the route's would:
+this route is inside Starlette's exception middleware, like FastAPI's routes
+(``tests/integration/test_quick_quote.py`` holds the two paths to the same answers, byte for byte).
+What it skips besides: FastAPI's own span for the route function, which FastAPI makes only when an
+OpenTelemetry SDK is configured (gpucost configures none); its request span is still made.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.routing import Match, Route
+
+from service.api.deps import get_store
+from service.api.routes.quote import quote
+from service.schemas import QuoteRequest
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.types import Message, Receive, Scope, Send
+
+PATH = "/v1/quote"
+# Set on a request this route hands to the FastAPI route (the router is asked again, and this route
+# then does not match).
+DECLINED = "gpucost.quick_quote_declined"
+
+
+def _json_content(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _body(receive: Receive) -> bytes | None:
+    """The whole body; None if the client went away first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that gives ``body`` once, then what the client sends next."""
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _validated(body: bytes) -> QuoteRequest | None:
+    try:
+        return QuoteRequest.model_validate(json.loads(body))
+    except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+
+
+class QuickQuote:
+    """The ASGI app of ``QuickRoute``."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _body(receive)
+        if body is None:
+            return  # gone before its question was read: no answer to send
+        req = _validated(body) if not scope.get("query_string") and _json_content(scope) else None
+        http = Request(scope, receive)
+        if req is None or getattr(self.app.state, "store", None) is None:
+            scope[DECLINED] = True
+            await self.app.router(scope, _replay(body, receive), send)
+            return
+        store = await get_store(http)
+        response = await run_in_threadpool(quote, req, store, http, None)
+        await response(scope, receive, send)
+
+
+class QuickRoute(Route):
+    """Matches ``POST /v1/quote`` only, and not a request it handed on (``DECLINED``)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        super().__init__(PATH, QuickQuote(app), methods=["POST"], include_in_schema=False)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get(DECLINED):
+            return Match.NONE, {}
+        return super().matches(scope)
+
+
+def install(app: FastAPI) -> None:
+    """Put the quick route before every other route of ``app`` (after its routes are included)."""
+    app.router.routes.insert(0, QuickRoute(app))
