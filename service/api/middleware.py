@@ -207,7 +207,7 @@ class GuardMiddleware:
                 send = self._remembering(send, self._cache_key(scope, body, version))
 
         if lane is None:
-            await self.app(scope, _replay(body, receive) if has_body else receive, send)
+            await self.app(scope, replay(body, receive) if has_body else receive, send)
             return
         await self._admitted(lane, scope, body, receive, send)
 
@@ -352,7 +352,7 @@ class GuardMiddleware:
                 reset = set_ticket(ticket)
                 pooled = use_pool(self.solve_pool() if lane.name == "solve" and self.solve_pool else None)
                 try:
-                    await self.app(scope, _replay(body, None, gone), send)
+                    await self.app(scope, replay(body, None, gone), send)
                 finally:
                     reset_pool(pooled)
                     reset_ticket(reset)
@@ -373,7 +373,7 @@ def _client_of(scope: Scope) -> str:
     return str((scope.get("client") or ("unknown", 0))[0])
 
 
-def _replay(body: bytes, receive: Receive | None, gone: asyncio.Event | None = None) -> Receive:
+def replay(body: bytes, receive: Receive | None, gone: asyncio.Event | None = None) -> Receive:
     """A ``receive`` that hands the app the body already read, then the real stream (or, where
     a watcher owns the real stream, the disconnect it saw)."""
     sent = False

@@ -34,12 +34,13 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 
 from service.api.deps import get_store
+from service.api.middleware import replay
 from service.api.routes.quote import quote
 from service.schemas import QuoteRequest
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-    from starlette.types import Message, Receive, Scope, Send
+    from starlette.types import Receive, Scope, Send
 
 PATH = "/v1/quote"
 # Set on a request this route hands to the FastAPI route (the router is asked again, and this route
@@ -66,20 +67,6 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` that gives ``body`` once, then what the client sends next."""
-    given = False
-
-    async def replayed() -> Message:
-        nonlocal given
-        if not given:
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
 def _validated(body: bytes) -> QuoteRequest | None:
     try:
         return QuoteRequest.model_validate(json.loads(body))
@@ -101,7 +88,7 @@ class QuickQuote:
         http = Request(scope, receive)
         if req is None or getattr(self.app.state, "store", None) is None:
             scope[DECLINED] = True
-            await self.app.router(scope, _replay(body, receive), send)
+            await self.app.router(scope, replay(body, receive), send)
             return
         store = await get_store(http)
         response = await run_in_threadpool(quote, req, store, http, None)
