@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import Match, Route
@@ -68,9 +67,12 @@ async def _body(receive: Receive) -> bytes | None:
 
 
 def _validated(body: bytes) -> QuoteRequest | None:
+    """The body's quote, or None where FastAPI is to answer it: whatever ``json.loads`` or the model
+    raises (a decode error, a ``RecursionError`` on deep nesting, a validation error), FastAPI's own
+    reading of the body meets again and answers as it does (400, 422)."""
     try:
         return QuoteRequest.model_validate(json.loads(body))
-    except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except Exception:  # noqa: BLE001 - every refusal is FastAPI's to word
         return None
 
 
@@ -82,14 +84,15 @@ class QuickQuote:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _body(receive)
-        if body is None:
-            return  # gone before its question was read: no answer to send
-        req = _validated(body) if not scope.get("query_string") and _json_content(scope) else None
-        http = Request(scope, receive)
+        req = None
+        if body is not None and not scope.get("query_string") and _json_content(scope):
+            req = _validated(body)
         if req is None or getattr(self.app.state, "store", None) is None:
             scope[DECLINED] = True
-            await self.app.router(scope, replay(body, receive), send)
+            # A client gone before its body was read: FastAPI meets the disconnect as it would have.
+            await self.app.router(scope, receive if body is None else replay(body, receive), send)
             return
+        http = Request(scope, receive)
         store = await get_store(http)
         response = await run_in_threadpool(quote, req, store, http, None)
         await response(scope, receive, send)

@@ -39,6 +39,7 @@ CASES: list[tuple[str, str, dict[str, str], bytes, bool]] = [
     ("not utf-8", "", JSON, b'{"workload": "\xff"}', False),
     ("extra field", "", JSON, json.dumps({"workload": WORKLOAD, "max_usd": 1}).encode(), False),
     ("a list", "", JSON, b"[1, 2]", False),
+    ("deep nesting", "", JSON, b'{"workload": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", False),  # json.loads recurses
     ("empty", "", JSON, b"", False),
     ("text/plain", "", {"content-type": "text/plain"}, json.dumps({"workload": WORKLOAD}).encode(), False),
     ("no content type", "", {}, json.dumps({"workload": WORKLOAD}).encode(), False),
