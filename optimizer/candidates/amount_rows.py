@@ -33,6 +33,7 @@ from optimizer.estimator.amounts import AmountBasis, amount_inputs
 from optimizer.estimator.estimate import on_clear
 from optimizer.estimator.host import with_dataset
 from optimizer.estimator.memo import LruMemo
+from optimizer.estimator.ranges import EXACT_BELOW
 from optimizer.estimator.shapes import ModelShape
 from optimizer.estimator.throughput import RunTerms
 from optimizer.estimator.workload import Workload
@@ -137,10 +138,6 @@ def _columns(members: list[Member]) -> _Columns | None:
     )
 
 
-# Below 2**52 in magnitude a double's fraction is exact, and so is every half (``ranges.rounded``).
-_EXACT_BELOW = 4503599627370496.0
-
-
 def rounded_all(xs: np.ndarray, nd: int) -> list[float]:
     """``[round(x, nd) for x in xs]``, bit for bit, for ``nd`` 1 to 4: ``ranges.rounded``'s argument
     over a column (rounding ``x * 10**nd`` to a double never crosses a half below 2**52, so only a
@@ -154,7 +151,7 @@ def rounded_all(xs: np.ndarray, nd: int) -> list[float]:
         fl = np.floor(y)
         frac = y - fl
         out = np.where(frac > 0.5, fl + 1.0, fl) / p
-        plain = (np.abs(y) < _EXACT_BELOW) & (frac != 0.5) & (out != 0.0)  # False for NaN
+        plain = (np.abs(y) < EXACT_BELOW) & (frac != 0.5) & (out != 0.0)  # False for NaN
     got = out.tolist()
     if not plain.all():
         for i in np.flatnonzero(~plain).tolist():

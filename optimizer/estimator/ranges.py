@@ -67,7 +67,7 @@ def span(value: float, width: float, floor: float = 0.0) -> list[float]:
 
 
 # Below 2**52 in magnitude a double's fraction (``y - floor(y)``) is exact, and so is every half.
-_EXACT_BELOW = 4503599627370496.0
+EXACT_BELOW = 4503599627370496.0
 
 
 def rounded(x: float, nd: int) -> float:
@@ -75,7 +75,7 @@ def rounded(x: float, nd: int) -> float:
 
     ``round`` writes ``x`` out in decimal, rounds the digits and reads them back (0.2 us; an estimate
     rounds a dozen figures). Scaled by ``10**nd``, ``x`` is rounded once to a double; rounding never
-    crosses a double, and every half below ``_EXACT_BELOW`` is one, so a product below a half is
+    crosses a double, and every half below ``EXACT_BELOW`` is one, so a product below a half is
     the exact product's side of it, and only a product equal to a half leaves the side unknown. The
     nearest whole number over ``10**nd`` (both exact doubles, one correctly rounded division) is
     then the double nearest the rounded decimal, which is what ``round`` returns. On a half, and
@@ -92,7 +92,7 @@ def rounded(x: float, nd: int) -> float:
     else:
         return float(round(x, nd))
     y = x * p
-    if -_EXACT_BELOW < y < _EXACT_BELOW:
+    if -EXACT_BELOW < y < EXACT_BELOW:
         fl = float(int(y))  # toward zero, then down: the floor
         if fl > y:
             fl -= 1.0

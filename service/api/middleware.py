@@ -46,7 +46,7 @@ access_log = logging.getLogger("gpucost.access")
 logger = logging.getLogger(__name__)
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
+def header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers", ()):
         if key == name:
             return bytes(value)
@@ -54,7 +54,7 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 
 
 def request_id_of(scope: Scope) -> str:
-    given = _header(scope, b"x-request-id")
+    given = header(scope, b"x-request-id")
     if given:
         text = given.decode("latin-1")
         if _ID.match(text):
@@ -150,7 +150,7 @@ class GuardMiddleware:
             heap.request_ended(frozen_mark, status[0])
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        length = _header(scope, b"content-length")
+        length = header(scope, b"content-length")
         limit = self.max_body_bytes
         if length is not None:
             try:
@@ -161,7 +161,7 @@ class GuardMiddleware:
             if declared > limit:
                 await _reply(send, 413, f"request body over the limit of {limit:,} bytes")
                 return
-        has_body = length is not None or _header(scope, b"transfer-encoding") is not None
+        has_body = length is not None or header(scope, b"transfer-encoding") is not None
         body = b""
         if has_body:
             chunks: list[bytes] = []
@@ -225,7 +225,7 @@ class GuardMiddleware:
 
     def _cache_key(self, scope: Scope, body: bytes, version: str) -> str:
         assert self.cache is not None
-        return self.cache.key(scope["path"], scope.get("query_string", b""), _header(scope, b"accept") or b"", body,
+        return self.cache.key(scope["path"], scope.get("query_string", b""), header(scope, b"accept") or b"", body,
                               version)
 
     async def _send_cached(self, scope: Scope, body: bytes, send: Send, version: str | None) -> bool:

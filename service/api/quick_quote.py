@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.routing import Match, Route
 
 from service.api.deps import get_store
-from service.api.middleware import replay
+from service.api.middleware import header, replay
 from service.api.routes.quote import quote
 from service.schemas import QuoteRequest
 
@@ -48,10 +48,8 @@ DECLINED = "gpucost.quick_quote_declined"
 
 
 def _json_content(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"application/json"
-    return False
+    given = header(scope, b"content-type")
+    return given is not None and given.split(b";", 1)[0].strip().lower() == b"application/json"
 
 
 async def _body(receive: Receive) -> bytes | None:
