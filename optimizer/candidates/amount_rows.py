@@ -14,7 +14,9 @@ are ``round``'s bit for bit (``rounded_all``), and the dataset's values come fro
 A group checks its rows against its own figures (``KeptMoves._figures``) the first time it uses
 them; a group whose rows differ moves on its own from then on. Rows pay only where many groups move
 together: the first ``BATCH_AFTER`` groups asked for an amount move on their own (a restricted
-quote reads a handful), the others from the rows.
+quote reads a handful), the others from the rows. A caller that moves more than ``BATCH_AFTER``
+groups at once (``amounts.moved_groups``, for a kind of request asked before) moves them all
+from the rows, computed once for the amount (``MoveRows.moved``).
 """
 
 from __future__ import annotations
@@ -182,6 +184,19 @@ def _moved(c: _Columns, w: Workload) -> tuple[list[float], list[float], list[flo
     return train_hours.tolist(), (job_ram * c.share).tolist(), setup.tolist(), disk_gb
 
 
+# The columns and every row's moved figures, for one amount.
+Moved = tuple[_Columns, list[Figures]]
+
+
+def span_of(done: Moved, member: Member) -> list[Figures] | None:
+    """``member``'s rows of ``done``; None when it has none there (it joined after they were built)."""
+    columns, moved = done
+    span = columns.spans.get(id(member))
+    if span is None or span[2]() is not member:
+        return None
+    return moved[span[0]:span[1]]
+
+
 class MoveRows:
     """The movable configurations of one workload's kept groups (``join``), moved together."""
 
@@ -213,6 +228,31 @@ class MoveRows:
     def figures(self, member: Member, w: Workload) -> list[Figures] | None:
         """``member``'s figures for ``w``'s amount from the rows; None while it is to move on its
         own (``BATCH_AFTER`` groups or fewer have asked for this amount, or it has no rows)."""
+        entry = self._entry(w)
+        # Not under the lock: two threads counting at once may miss one, which only delays the rows.
+        entry[0] += 1
+        if entry[1] is None and entry[0] <= BATCH_AFTER:
+            return None
+        done = self.moved(w, entry)
+        return None if done is None else span_of(done, member)
+
+    def moved(self, w: Workload, entry: list[Any] | None = None) -> Moved | None:
+        """Every row's figures for ``w``'s amount, computed once per amount (however many groups
+        asked); None without rows. For a caller moving many groups at once (``amounts.moved_groups``)."""
+        if entry is None:
+            entry = self._entry(w)
+        done: Moved | None = entry[1]
+        if done is None:
+            columns = self._built()
+            if columns is None:
+                return None
+            # Row by row, once: each group then takes its span as one slice (~100 groups a quote).
+            # Two threads may both compute it: the same figures.
+            done = entry[1] = (columns, list(zip(*_moved(columns, w), strict=True)))
+        return done
+
+    def _entry(self, w: Workload) -> list[Any]:
+        """``w``'s amount's [groups that asked, moved rows or None]."""
         amount = w.amount()
         entry = self._recent.get(amount)
         if entry is None:
@@ -222,23 +262,7 @@ class MoveRows:
                     if len(self._recent) >= RECENT_AMOUNTS:
                         del self._recent[next(iter(self._recent))]
                     entry = self._recent[amount] = [0, None]
-        # Not under the lock: two threads counting at once may miss one, which only delays the rows.
-        entry[0] += 1
-        asked, done = entry
-        if done is None:
-            if asked <= BATCH_AFTER:
-                return None
-            columns = self._built()
-            if columns is None:
-                return None
-            # Row by row, once: each group then takes its span as one slice (~100 groups a quote).
-            # Two threads may both compute it: the same figures.
-            done = entry[1] = (columns, list(zip(*_moved(columns, w), strict=True)))
-        columns, moved = done
-        span = columns.spans.get(id(member))
-        if span is None or span[2]() is not member:
-            return None
-        return moved[span[0]:span[1]]
+        return entry
 
     def members(self) -> list[Member]:
         """The groups these rows move that are still kept."""

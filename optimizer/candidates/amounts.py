@@ -20,10 +20,11 @@ tokens T is the same, figure for figure, whether computed cold or right after on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from optimizer.candidates.amount_rows import rows_for
+from optimizer.candidates.amount_rows import BATCH_AFTER, Moved, MoveRows, rows_for, span_of
 from optimizer.candidates.estimator import host_share, job_ram_gb
 from optimizer.estimator.amounts import (
     AmountBasis,
@@ -115,6 +116,11 @@ class KeptMoves(Generic[C]):
         self._rows.join(self)
         self._trusted: bool | None = None
 
+    @property
+    def rows(self) -> MoveRows:
+        """The rows this group moves with (its workload's, as of when it was kept)."""
+        return self._rows
+
     def row_inputs(self) -> tuple[list[_Basis], float, float | None] | None:
         """What ``amount_rows`` moves this group's configurations from (``amount_rows.Member``)."""
         if not self._checked:
@@ -154,9 +160,10 @@ class KeptMoves(Generic[C]):
             out.append(config_figures(hours, b.terms.setup_hours, ram, disk, gpn, b.total_gpus, setup_hours))
         return out
 
-    def at(self, w: Workload) -> list[C] | None:
+    def at(self, w: Workload, done: Moved | None = None) -> list[C] | None:
         """The configurations for ``w``'s amount of training (``w``: the kept workload but for its
-        amount); None when they do not move (``_prepare``)."""
+        amount); None when they do not move (``_prepare``). ``done``: this group's rows' moved
+        figures for that amount, when the caller moved them (``moved_groups``)."""
         if not self._checked:
             self._bases = self._prepare()  # the same whichever thread sets it
             self._checked = True
@@ -165,7 +172,9 @@ class KeptMoves(Generic[C]):
         cfgs = list(self._cfgs)
         if not self._bases:
             return cfgs
-        got = self._rows.figures(self, w) if self._trusted is not False else None
+        got = None
+        if self._trusted is not False:
+            got = self._rows.figures(self, w) if done is None else span_of(done, self)
         if got is None:
             got = self._figures(self._bases, w)
         elif not self._trusted:  # the first time: the rows' figures must be this group's own
@@ -174,6 +183,24 @@ class KeptMoves(Generic[C]):
         for b, (f0, f1, f2, f3) in zip(self._bases, got, strict=True):
             cfgs[b.index] = cfgs[b.index].moved(f0, f1, f2, f3)
         return cfgs
+
+
+def moved_groups(moves: Sequence[KeptMoves[C]], w: Workload) -> list[list[C] | None]:
+    """``[m.at(w) for m in moves]``: the same configurations. Past ``BATCH_AFTER`` groups, each
+    group's rows (one ``MoveRows`` per workload) are moved once for all of them first, so no group
+    counts itself in or moves on its own (an unrestricted quote moves about 130)."""
+    if len(moves) <= BATCH_AFTER:
+        return [m.at(w) for m in moves]
+    done: dict[int, Moved | None] = {}
+    out: list[list[C] | None] = []
+    for m in moves:
+        rows = m.rows
+        key = id(rows)
+        if key not in done:
+            done[key] = rows.moved(w)
+        d = done[key]
+        out.append(m.at(w) if d is None else m.at(w, d))
+    return out
 
 
 def job_figures(

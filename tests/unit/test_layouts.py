@@ -1,0 +1,114 @@
+"""A kind of request asked again (the same workload but for its amount, the same view of the offers
+and limits) reads its groups' kept configurations from its layout (``cloud._Layout``), moves them
+together (``amounts.moved_groups``) and puts the estimates they read into the request's memo at
+once: the answers are those computed cold, amount after amount, and moving groups together gives
+what moving each gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from optimizer.candidates import cloud
+from optimizer.candidates.amount_rows import BATCH_AFTER
+from optimizer.candidates.amounts import KeptMoves, moved_groups
+from optimizer.estimator.estimate import clear_cache
+from optimizer.estimator.workload import Constraints, Workload
+from optimizer.quote import quote
+from tests.unit.plan_workloads import bundled, served_offers
+from tests.unit.test_moved_configs import _groups, _key, _make, _read, _scaled
+
+W = Workload(model="qwen2.5-1.5b", method="lora", tokens=3e8)
+# Back to an amount asked before (its entries then hold it), and across one-hour runs and the
+# dataset-cache cap (the figures that are not multiples of the amount).
+FACTORS = (1.0, 13.0, 1.0, 0.07, 250.0)
+CONSTRAINTS = [Constraints(), Constraints(allow_spot=True, deadline_hours=30.0),
+               Constraints(providers=["aws", "lambda"], max_gpus=8)]
+
+
+def _quote(w: Workload, c: Constraints, quotas: dict[str, int] | None = None) -> dict[str, Any]:
+    _, builds = bundled()
+    q = quote(w, c, served_offers(c), builds, prices_as_of={}, snapshot_id="t", runs=2, quotas=quotas)
+    return q.model_dump(exclude={"solver": {"seconds"}})
+
+
+def _cold(w: Workload, c: Constraints, quotas: dict[str, int] | None = None) -> dict[str, Any]:
+    clear_cache()
+    return _quote(w, c, quotas)
+
+
+@pytest.mark.python_only  # counts the calls of a Python function
+@pytest.mark.parametrize("c", CONSTRAINTS, ids=["open", "spot-deadline", "restricted"])
+def test_a_kind_of_request_asked_again_is_answered_from_its_layout_as_cold(
+    c: Constraints, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    amounts = [_scaled(W, f) for f in FACTORS]
+    cold = [_cold(w, c) for w in amounts]
+    clear_cache()
+    laid_out: list[int] = []
+    real = cloud._lay_out
+    monkeypatch.setattr(cloud, "_lay_out", lambda *a: laid_out.append(1) or real(*a))
+    kept: list[int] = []
+    real_kept = cloud._kept
+    monkeypatch.setattr(cloud, "_kept", lambda *a: kept.append(1) or real_kept(*a))
+    after = [_quote(w, c) for w in amounts]
+    assert after == cold
+    assert cold[1]["best"]["hours"] != cold[0]["best"]["hours"]
+    assert cold[0]["estimate"]["estimator_calls"] > 0  # the estimates read, as cold
+    # One layout for the five requests, and no group looked up on its own.
+    assert laid_out == [1]
+    assert kept == []
+
+
+def test_quotas_give_a_layout_of_their_own() -> None:
+    c = Constraints()
+    quotas = {"aws": 8, "gcp": 0}
+    cold = [_cold(w, c, quotas) for w in (W, _scaled(W, 5.0))]
+    plain = _cold(_scaled(W, 5.0), c)
+    clear_cache()
+    _quote(W, c)  # the same request without quotas first
+    assert [_quote(w, c, quotas) for w in (W, _scaled(W, 5.0))] == cold
+    assert _quote(_scaled(W, 5.0), c) == plain
+    assert cold[1] != plain
+
+
+@pytest.mark.python_only  # makes the kept entries refuse to move
+def test_configurations_that_do_not_move_are_made_for_each_amount(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Constraints()
+    amounts = [_scaled(W, f) for f in (1.0, 6.0, 0.2)]
+    cold = [_cold(w, c) for w in amounts]
+    monkeypatch.setattr(KeptMoves, "_prepare", lambda self: None)
+    clear_cache()
+    made: list[int] = []
+    real = cloud._slot_configs
+    monkeypatch.setattr(cloud, "_slot_configs", lambda *a: made.append(1) or real(*a))
+    assert [_quote(w, c) for w in amounts] == cold
+    assert len(cloud._LAYOUTS) == 1
+    layout = next(iter(cloud._LAYOUTS._data.values()))
+    live = sum(e is not None for e in layout.entries)
+    # Made for the first amount when laid out, then anew for each other amount (none moves).
+    assert live > BATCH_AFTER
+    assert len(made) == 3 * live
+
+
+def test_moving_groups_together_gives_what_moving_each_gives() -> None:
+    groups = _groups()
+    clear_cache()
+    movers = [cloud._CONFIGS.get_or_compute(_key(W, g, None), lambda g=g: _entry(W, g))[3] for g in groups]
+    assert len(movers) > BATCH_AFTER
+    for factor in (3.0, 0.01, 400.0):
+        other = _scaled(W, factor)
+        together = moved_groups(movers, other)
+        # Every group that moves took its figures from the rows moved for all (and found them its own).
+        assert all(m._trusted for m in movers if m._bases)
+        each = [m.at(other) for m in movers]
+        assert [[_read(c) for c in cfgs] for cfgs in together] == [[_read(c) for c in cfgs] for cfgs in each]
+        clear_cache()
+        cold = [_make(other, g, None)({}) for g in groups]
+        assert [[_read(c) for c in cfgs] for cfgs in together] == [[_read(c) for c in cfgs] for cfgs in cold]
+        movers = [cloud._CONFIGS.get_or_compute(_key(W, g, None), lambda g=g: _entry(W, g))[3] for g in groups]
+
+
+def _entry(w: Workload, g: Any) -> Any:
+    return cloud._kept_entry(_make(w, g, None), w, g.gpus_per_node, None)
