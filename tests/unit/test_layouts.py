@@ -38,13 +38,28 @@ def _cold(w: Workload, c: Constraints, quotas: dict[str, int] | None = None) -> 
     return _quote(w, c, quotas)
 
 
-@pytest.mark.python_only  # counts the calls of a Python function
+def _layouts() -> list[Any]:
+    return list(cloud._LAYOUTS._data.values())
+
+
 @pytest.mark.parametrize("c", CONSTRAINTS, ids=["open", "spot-deadline", "restricted"])
-def test_a_kind_of_request_asked_again_is_answered_from_its_layout_as_cold(
-    c: Constraints, monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_kind_of_request_asked_again_is_answered_from_its_layout_as_cold(c: Constraints) -> None:
     amounts = [_scaled(W, f) for f in FACTORS]
     cold = [_cold(w, c) for w in amounts]
+    clear_cache()
+    after = [_quote(amounts[0], c)]
+    first = _layouts()
+    assert len(first) == 1
+    for w in amounts[1:]:
+        after.append(_quote(w, c))
+        assert _layouts() == first  # the same layout object, read again
+    assert after == cold
+    assert cold[1]["best"]["hours"] != cold[0]["best"]["hours"]
+    assert cold[0]["estimate"]["estimator_calls"] > 0  # the estimates read, as cold
+
+
+@pytest.mark.python_only  # counts the calls of the Python functions
+def test_a_request_with_a_layout_looks_no_group_up_on_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     clear_cache()
     laid_out: list[int] = []
     real = cloud._lay_out
@@ -52,11 +67,8 @@ def test_a_kind_of_request_asked_again_is_answered_from_its_layout_as_cold(
     kept: list[int] = []
     real_kept = cloud._kept
     monkeypatch.setattr(cloud, "_kept", lambda *a: kept.append(1) or real_kept(*a))
-    after = [_quote(w, c) for w in amounts]
-    assert after == cold
-    assert cold[1]["best"]["hours"] != cold[0]["best"]["hours"]
-    assert cold[0]["estimate"]["estimator_calls"] > 0  # the estimates read, as cold
-    # One layout for the five requests, and no group looked up on its own.
+    for f in FACTORS:
+        _quote(_scaled(W, f), Constraints())
     assert laid_out == [1]
     assert kept == []
 
@@ -73,23 +85,21 @@ def test_quotas_give_a_layout_of_their_own() -> None:
     assert cold[1] != plain
 
 
-@pytest.mark.python_only  # makes the kept entries refuse to move
 def test_configurations_that_do_not_move_are_made_for_each_amount(monkeypatch: pytest.MonkeyPatch) -> None:
     c = Constraints()
     amounts = [_scaled(W, f) for f in (1.0, 6.0, 0.2)]
     cold = [_cold(w, c) for w in amounts]
     monkeypatch.setattr(KeptMoves, "_prepare", lambda self: None)
+    moved: list[Any] = []
+    real_at = KeptMoves.at
+    monkeypatch.setattr(KeptMoves, "at", lambda self, *a: moved.append(real_at(self, *a)) or moved[-1])
     clear_cache()
-    made: list[int] = []
-    real = cloud._slot_configs
-    monkeypatch.setattr(cloud, "_slot_configs", lambda *a: made.append(1) or real(*a))
     assert [_quote(w, c) for w in amounts] == cold
-    assert len(cloud._LAYOUTS) == 1
-    layout = next(iter(cloud._LAYOUTS._data.values()))
+    layout, = _layouts()
     live = sum(e is not None for e in layout.entries)
-    # Made for the first amount when laid out, then anew for each other amount (none moves).
+    # Laid out at the first amount; at each other, every entry refused to move, so was made anew.
     assert live > BATCH_AFTER
-    assert len(made) == 3 * live
+    assert len(moved) == 2 * live and all(m is None for m in moved)
 
 
 def test_moving_groups_together_gives_what_moving_each_gives() -> None:
