@@ -121,6 +121,22 @@ class KeptMoves(Generic[C]):
         """The rows this group moves with (its workload's, as of when it was kept)."""
         return self._rows
 
+    def row_plan(self, columns: Any) -> tuple[list[int], int] | None:
+        """Where this group's moved figures lie in ``columns`` (its rows' ``_Columns``): the indices
+        of its moving configurations and its first row, for a caller that moves many groups in one
+        pass (``cloud._MovePlan``); None unless it moves from those rows as ``at`` would, without
+        further checks: checked, movable, and (with anything to move) its rows found its own."""
+        if not self._checked or self._bases is None:
+            return None
+        if not self._bases:
+            return [], 0
+        if self._trusted is not True:
+            return None
+        span = columns.spans.get(id(self))  # type: ignore[attr-defined]
+        if span is None or span[2]() is not self:
+            return None
+        return [b.index for b in self._bases], span[0]
+
     def row_inputs(self) -> tuple[list[_Basis], float, float | None] | None:
         """What ``amount_rows`` moves this group's configurations from (``amount_rows.Member``)."""
         if not self._checked:

@@ -18,8 +18,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from optimizer import costs, spot_risk
+from optimizer.candidates.amount_rows import MoveRows
 from optimizer.candidates.amounts import KeptMoves, MovingMemo, amount_key, moved_groups, take_read
 from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.estimator import (
@@ -365,13 +367,77 @@ class _Layout:
     slots: list[_Slot]
     entries: list[_KeptConfigs | None]  # None: a slot with too many GPUs per node
     read: dict[_EstimateKey, Estimate | str]
+    # How its entries move together once each has found the shared rows its own (``_move_plan``);
+    # set by the request that finds so (any of two at once: the same plan).
+    plan: _MovePlan | None = None
 
     def __init__(self, groups: dict[_GroupKey, _Group], slots: list[_Slot], entries: list[_KeptConfigs | None],
-                 read: dict[_EstimateKey, Estimate | str]) -> None:
+                 read: dict[_EstimateKey, Estimate | str], plan: _MovePlan | None = None) -> None:
         self.groups = groups
         self.slots = slots
         self.entries = entries
         self.read = read
+        self.plan = plan
+
+
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
+class _MovePlan:
+    """Where each of a layout's entries (those kept, in order) finds its moved figures among its
+    workload's rows (``amount_rows.MoveRows``) as built once (``columns``): the indices of its
+    moving configurations and its first row (``KeptMoves.row_plan``)."""
+
+    rows: MoveRows
+    columns: Any  # the rows' ``amount_rows._Columns`` the plan was made on
+    indices: list[list[int]]
+    starts: list[int]
+
+    def __init__(self, rows: MoveRows, columns: Any, indices: list[list[int]], starts: list[int]) -> None:
+        self.rows = rows
+        self.columns = columns
+        self.indices = indices
+        self.starts = starts
+
+
+def _move_plan(moves: list[KeptMoves[_Config]], w: Workload) -> _MovePlan | None:
+    """The plan of ``moves`` (every kept entry of a layout, in order) on their rows for ``w``'s
+    amount; None unless each would move from those rows as ``KeptMoves.at`` does, unchecked."""
+    rows = moves[0].rows
+    done = rows.moved(w)
+    if done is None:
+        return None
+    columns = done[0]
+    indices: list[list[int]] = []
+    starts: list[int] = []
+    for m in moves:
+        if m.rows is not rows:
+            return None
+        got = m.row_plan(columns)
+        if got is None:
+            return None
+        indices.append(got[0])
+        starts.append(got[1])
+    return _MovePlan(rows, columns, indices, starts)
+
+
+def _planned(plan: _MovePlan, kept: list[_KeptConfigs], w: Workload) -> list[list[_Config] | None] | None:
+    """What ``moved_groups`` gives the kept entries ``kept`` (the layout's, every one moving) for
+    ``w``'s amount, in one pass over the rows' moved figures; None when the rows were built again
+    since the plan was made (a group joined or left: the plan is made anew)."""
+    done = plan.rows.moved(w)
+    if done is None or done[0] is not plan.columns:
+        return None
+    figures: list[tuple[float, float, float, float]] = done[1]
+    out: list[list[_Config] | None] = []
+    for entry, idxs, start in zip(kept, plan.indices, plan.starts, strict=True):
+        cfgs = list(entry[0])
+        r = start
+        for i in idxs:
+            f0, f1, f2, f3 = figures[r]
+            cfgs[i] = cfgs[i].moved(f0, f1, f2, f3)
+            r += 1
+        out.append(cfgs)
+    return out
 
 
 def _lay_out(
@@ -402,11 +468,23 @@ def _laid_out(
     assumptions: CostAssumptions, max_gpus: int, constraints: Constraints,
 ) -> list[tuple[_Group, str | None, list[Offer], list[_Config] | None]]:
     """What ``_kept`` gives each of the layout's slots, in order, with every kept entry of another
-    amount moved at once (``amounts.moved_groups``) and, where every entry moved, the estimates
+    amount moved at once (``amounts.moved_groups``, or in one pass by the layout's plan once its
+    groups have found the shared rows their own) and, where every entry moved, the estimates
     they read put into an empty ``memo`` in one step: what ``take_read`` puts there slot by slot."""
     amount = workload.amount()
-    moving = [e[3] for e in layout.entries if e is not None and e[2] != amount]
-    moved = moved_groups(moving, workload) if moving else []
+    kept = [e for e in layout.entries if e is not None]
+    moving = [e[3] for e in kept if e[2] != amount]
+    moved: list[list[_Config] | None] = []
+    if moving:
+        every = len(moving) == len(kept)
+        plan = layout.plan
+        got = _planned(plan, kept, workload) if every and plan is not None else None
+        if got is not None:
+            moved = got
+        else:
+            moved = moved_groups(moving, workload)
+            if every and None not in moved:
+                layout.plan = _move_plan(moving, workload)
     at_once = not memo and isinstance(memo, MovingMemo) and memo.workload is workload and None not in moved
     made: list[tuple[_Group, str | None, list[Offer], list[_Config] | None]] = []
     j = 0

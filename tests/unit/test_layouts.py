@@ -1,8 +1,8 @@
 """A kind of request asked again (the same workload but for its amount, the same view of the offers
 and limits) reads its groups' kept configurations from its layout (``cloud._Layout``), moves them
-together (``amounts.moved_groups``) and puts the estimates they read into the request's memo at
-once: the answers are those computed cold, amount after amount, and moving groups together gives
-what moving each gives."""
+together (``amounts.moved_groups``, then by the layout's plan) and puts the estimates they read
+into the request's memo at once: the answers are those computed cold, amount after amount, and
+moving groups together gives what moving each gives."""
 
 from __future__ import annotations
 
@@ -100,6 +100,39 @@ def test_configurations_that_do_not_move_are_made_for_each_amount(monkeypatch: p
     # Laid out at the first amount; at each other, every entry refused to move, so was made anew.
     assert live > BATCH_AFTER
     assert len(moved) == 2 * live and all(m is None for m in moved)
+
+
+def test_a_layouts_plan_moves_its_groups_as_each_would_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Constraints()
+    amounts = [_scaled(W, f) for f in (1.0, 3.0, 0.5, 40.0, 0.02)]
+    cold = [_cold(w, c) for w in amounts]
+    clear_cache()
+    calls: list[int] = []
+    real_at = KeptMoves.at
+    monkeypatch.setattr(KeptMoves, "at", lambda self, *a: calls.append(1) or real_at(self, *a))
+    got = [_quote(amounts[0], c), _quote(amounts[1], c)]
+    layout, = _layouts()
+    # The second amount moved each group on its own and found the rows each group's own: planned.
+    assert layout.plan is not None and len(calls) > BATCH_AFTER
+    calls.clear()
+    got.append(_quote(amounts[2], c))
+    assert calls == []  # every group moved by the plan
+    # Another kind of request on the same workload (per-provider quotas) adds groups to its rows,
+    # which are built again: the plan no longer holds and is made anew.
+    _quote(amounts[3], c, {"aws": 8})
+    plan = layout.plan
+    got.append(_quote(amounts[3], c))
+    assert calls and layout.plan is not plan and layout.plan is not None
+    got.append(_quote(amounts[4], c))
+    assert got == cold
+    # Configuration by configuration, groups of several moving ones included.
+    kept = [e for e in layout.entries if e is not None]
+    assert max(len(e[3].row_plan(layout.plan.columns)[0]) for e in kept) > 1
+    for factor in (7.0, 0.003):
+        other = _scaled(W, factor)
+        planned = cloud._planned(layout.plan, kept, other)
+        each = [e[3].at(other) for e in kept]
+        assert [[_read(x) for x in cfgs] for cfgs in planned] == [[_read(x) for x in cfgs] for cfgs in each]
 
 
 def test_moving_groups_together_gives_what_moving_each_gives() -> None:
