@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from optimizer import costs, spot_risk
-from optimizer.candidates.amount_rows import MoveRows
+from optimizer.candidates.amount_rows import BATCH_AFTER, MoveRows
 from optimizer.candidates.amounts import KeptMoves, MovingMemo, amount_key, moved_groups, take_read
 from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.estimator import (
@@ -483,7 +483,8 @@ def _laid_out(
             moved = got
         else:
             moved = moved_groups(moving, workload)
-            if every and None not in moved:
+            # Only groups moved from the shared rows (past ``BATCH_AFTER``) have checked them.
+            if every and len(moving) > BATCH_AFTER and None not in moved:
                 layout.plan = _move_plan(moving, workload)
     at_once = not memo and isinstance(memo, MovingMemo) and memo.workload is workload and None not in moved
     made: list[tuple[_Group, str | None, list[Offer], list[_Config] | None]] = []
