@@ -188,13 +188,20 @@ def _moved(c: _Columns, w: Workload) -> tuple[list[float], list[float], list[flo
 Moved = tuple[_Columns, list[Figures]]
 
 
-def span_of(done: Moved, member: Member) -> list[Figures] | None:
-    """``member``'s rows of ``done``; None when it has none there (it joined after they were built)."""
-    columns, moved = done
+def rows_of(columns: _Columns, member: Member) -> tuple[int, int] | None:
+    """``member``'s first row and the row past its last in ``columns``; None when it has none there
+    (it joined after they were built, or another group has since taken its id)."""
     span = columns.spans.get(id(member))
     if span is None or span[2]() is not member:
         return None
-    return moved[span[0]:span[1]]
+    return span[0], span[1]
+
+
+def span_of(done: Moved, member: Member) -> list[Figures] | None:
+    """``member``'s rows of ``done``; None when it has none there (``rows_of``)."""
+    columns, moved = done
+    at = rows_of(columns, member)
+    return None if at is None else moved[at[0]:at[1]]
 
 
 class MoveRows:

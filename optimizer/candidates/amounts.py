@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from optimizer.candidates.amount_rows import BATCH_AFTER, Moved, MoveRows, rows_for, span_of
+from optimizer.candidates.amount_rows import BATCH_AFTER, Moved, MoveRows, rows_for, rows_of, span_of
 from optimizer.candidates.estimator import host_share, job_ram_gb
 from optimizer.estimator.amounts import (
     AmountBasis,
@@ -44,6 +44,7 @@ from optimizer.estimator.workload import Workload
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from optimizer.candidates.amount_rows import _Columns
     from optimizer.results import Estimate
 
 
@@ -121,7 +122,7 @@ class KeptMoves(Generic[C]):
         """The rows this group moves with (its workload's, as of when it was kept)."""
         return self._rows
 
-    def row_plan(self, columns: Any) -> tuple[list[int], int] | None:
+    def row_plan(self, columns: _Columns) -> tuple[list[int], int] | None:
         """Where this group's moved figures lie in ``columns`` (its rows' ``_Columns``): the indices
         of its moving configurations and its first row, for a caller that moves many groups in one
         pass (``cloud._MovePlan``); None unless it moves from those rows as ``at`` would, without
@@ -130,12 +131,8 @@ class KeptMoves(Generic[C]):
             return None
         if not self._bases:
             return [], 0
-        if self._trusted is not True:
-            return None
-        span = columns.spans.get(id(self))  # type: ignore[attr-defined]
-        if span is None or span[2]() is not self:
-            return None
-        return [b.index for b in self._bases], span[0]
+        at = rows_of(columns, self) if self._trusted is True else None
+        return None if at is None else ([b.index for b in self._bases], at[0])
 
     def row_inputs(self) -> tuple[list[_Basis], float, float | None] | None:
         """What ``amount_rows`` moves this group's configurations from (``amount_rows.Member``)."""
@@ -214,8 +211,7 @@ def moved_groups(moves: Sequence[KeptMoves[C]], w: Workload) -> list[list[C] | N
         key = id(rows)
         if key not in done:
             done[key] = rows.moved(w)
-        d = done[key]
-        out.append(m.at(w) if d is None else m.at(w, d))
+        out.append(m.at(w, done[key]))  # None: no rows, so it moves on its own
     return out
 
 
