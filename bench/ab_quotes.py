@@ -1,6 +1,6 @@
 """This working tree against an earlier revision, over HTTP, every quote new and the two interleaved.
 
-    .venv/bin/python bench/ab_quotes.py [--base HEAD~1] [--kinds restricted,open,model] [--n 200]
+    .venv/bin/python bench/ab_quotes.py [--base HEAD~1] [--kinds restricted,open,spot,model] [--n 200]
         [--base-build] [--skypilot-catalog ../shared/reference/skypilot-catalog] [--pg-url postgresql+psycopg://...]
 
 On a shared machine a figure measured at 19:40 and one measured at 19:50 can differ by half
@@ -10,7 +10,8 @@ git worktree, each side gets its own ``gpucost serve`` on loopback over its own 
 (with ``--pg-url``, its own new database on that PostgreSQL server), holding the bundled snapshot
 or the SkyPilot catalog imported by that side's own code, and the same distinct question goes to
 both, one after the other, the order alternating, on kept-alive connections. Kinds: ``restricted`` (8xA100 on aws/gcp, a new token count each), ``open`` (every
-provider, GPU and build, a new token count each), ``model`` (a model size nobody asked before).
+provider, GPU and build, a new token count each), ``spot`` (the same with spot allowed: every
+group priced on demand and on spot, per reclaim rate), ``model`` (a model size nobody asked before).
 
 The base's worktree has no compiled modules of its own (``optimizer/native.py``), so it runs as
 Python unless ``--base-build`` builds them with the base's own ``scripts/native.py`` first; the
@@ -54,6 +55,8 @@ def body(kind: str, i: int, salt: int) -> dict[str, Any]:
     out: dict[str, Any] = {"workload": w, "top": 5}
     if kind == "restricted":
         out["constraints"] = RESTRICTED
+    elif kind == "spot":
+        out["constraints"] = {"allow_spot": True}
     return out
 
 
@@ -89,7 +92,7 @@ def main() -> None:
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     for k in kinds:
-        if k not in ("restricted", "open", "model"):
+        if k not in ("restricted", "open", "spot", "model"):
             ap.error(f"--kinds: unknown kind {k!r}")
     rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=REPO, check=True, capture_output=True,
                          text=True).stdout.strip()

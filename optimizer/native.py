@@ -62,6 +62,7 @@ MODULES = (
     "optimizer.candidates.batch",
     "optimizer.candidates.feeding",
     "optimizer.costs",
+    "optimizer.spot_walls",
     "optimizer.estimator.gpus",
     "optimizer.estimator.stacks",
     "optimizer.estimator.shapes",

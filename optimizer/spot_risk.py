@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from optimizer.spot_walls import RELAUNCH_HOURS, checkpoint_hours, wall_hours, young_interval_hours
+
 # Spot Advisor's "frequency of interruption" buckets, read as the share of instances reclaimed
 # within BUCKET_HORIZON_HOURS of running. AWS defines the figure only as "the rate at which Spot
 # has reclaimed capacity during the trailing month"; reading it over a whole month of running
@@ -69,12 +71,6 @@ WARNING_HOURS: dict[str, float] = {"aws": 120 / 3600, "gcp": 30 / 3600, "azure":
 # weights and optimizer states per parameter, gradients not saved). 8-bit Adam keeps its moments
 # in 1 byte each; Adafactor factored second moments (about none); SGD one fp32 momentum.
 CHECKPOINT_BYTES_PER_PARAM: dict[str, float] = {"adamw": 14.0, "adamw_8bit": 8.0, "adafactor": 6.0, "sgd": 10.0}
-# The disk the checkpoint goes to: EBS gp3 baseline throughput, 125 MiB/s (AWS EBS User Guide,
-# "General Purpose SSD volumes"), the block storage this tool prices for the job's disk.
-DISK_GB_PER_S = 125 * 2**20 / 1e9
-# Getting a replacement instance and back to the job's start: an assumption (the product's
-# previous fixed restart time), added to the job's own setup and the checkpoint read.
-RELAUNCH_HOURS = 0.1
 
 SIMULATION_TRIALS = 2000
 # Reclaims each simulated run is followed through one by one. The lockstep simulation turns once
@@ -123,13 +119,6 @@ def spot_rate(provider: str, region: str | None, instance_type: str) -> SpotRate
     return SpotRate(PRIOR_RATE_PER_HOUR, warning, PRIOR_SOURCE.format(provider=p))
 
 
-def young_interval_hours(checkpoint_hours: float, rate_per_hour: float) -> float:
-    """Young's optimum interval between checkpoints: sqrt(2 x checkpoint cost x mean time between failures)."""
-    if rate_per_hour <= 0:
-        return math.inf
-    return math.sqrt(2.0 * max(checkpoint_hours, 1e-9) / rate_per_hour)
-
-
 @dataclass(frozen=True, slots=True)
 class SpotJob:
     """One spot run of a job on one offer: everything the closed form and the simulation read."""
@@ -147,7 +136,7 @@ class SpotJob:
 
     @property
     def checkpoint_hours(self) -> float:
-        return self.checkpoint_gb / DISK_GB_PER_S / 3600.0
+        return checkpoint_hours(self.checkpoint_gb)
 
     @property
     def restart_hours(self) -> float:
@@ -184,18 +173,15 @@ def train_wall_hours(
     interval_hours: float | None = None,
 ) -> float:
     """``expected_train_wall_hours`` of a configuration on an offer with ``rate``."""
-    return expected_train_wall_hours(SpotJob(train_hours, setup_hours, nodes, rate, checkpoint_gb, interval_hours))
+    return wall_hours(train_hours, setup_hours, nodes, rate.interruptions_per_hour, rate.warning_hours,
+                      checkpoint_gb, interval_hours)
 
 
 def expected_train_wall_hours(job: SpotJob) -> float:
-    """Expected wall hours of the training part (setup excluded): reclaims arrive as a Poisson
-    process over the wall time itself, each costing ``loss_hours``, so ``T = W' / (1 - rate * loss)``
-    with ``W'`` the training plus its periodic checkpoints."""
-    work = job.train_hours * (1.0 + job.overhead)
-    slowdown = job.job_rate * job.loss_hours
-    if slowdown >= 1.0:
-        return math.inf
-    return work / (1.0 - slowdown)
+    """Expected wall hours of the training part (setup excluded): ``spot_walls.wall_hours``, the
+    closed form of the job's properties."""
+    return wall_hours(job.train_hours, job.setup_hours, job.nodes, job.rate.interruptions_per_hour,
+                      job.rate.warning_hours, job.checkpoint_gb, job.interval_hours)
 
 
 @dataclass(frozen=True, slots=True)

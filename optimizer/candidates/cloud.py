@@ -68,6 +68,7 @@ from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import Offer
 from optimizer.price_warnings import PriceScreen
 from optimizer.results import Estimate, Recipe
+from optimizer.spot_walls import wall_hours
 from optimizer.subscriptions import SubscriptionLimits, monthly_floor_usd, session_plan, subscription_of
 
 MIN_GPUS_FOR_MULTI_NODE = 8
@@ -990,16 +991,22 @@ def _price_group(
     rates, rules, rate_of = t.rates, t.rules, t.rate_of
     n = len(cfgs)
     # Each configuration's wall hours per (pricing, spot rate): on demand, its setup and training;
-    # on spot, its training lengthened by the offer's reclaims (``spot_risk``).
+    # on spot, its training lengthened by the offer's reclaims (``spot_walls``, compiled with this
+    # module: ``spot_risk.train_wall_hours`` without a call into Python per configuration).
     plain = [c.setup_hours + c.train_hours for c in cfgs]
     walls: dict[tuple[Pricing, _RateKey], list[float]] = {}
+    interval = so.interval_hours
     for rk, r in rate_of.items():
-        for p in pricings:
-            walls[(p, rk)] = plain if p != "spot" or r is None else [
-                c.setup_hours + spot_risk.train_wall_hours(
-                    c.train_hours, c.setup_hours, c.nodes, r, c.checkpoint_gb, so.interval_hours)
+        on_spot = plain
+        if r is not None and "spot" in pricings:
+            per_hour, warning = r.interruptions_per_hour, r.warning_hours
+            on_spot = [
+                c.setup_hours + wall_hours(c.train_hours, c.setup_hours, c.nodes, per_hour, warning,
+                                           c.checkpoint_gb, interval)
                 for c in cfgs
             ]
+        for p in pricings:
+            walls[(p, rk)] = on_spot if p == "spot" else plain
 
     best_of: dict[int, tuple[float, float, int, Pricing]] = {}  # id(offer) -> (cost, hours, cfg, pricing)
     best_for_cfg: dict[tuple[int, Pricing], tuple[float, Offer, float]] = {}

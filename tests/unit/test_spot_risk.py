@@ -57,6 +57,42 @@ def test_young_interval_and_what_a_reclaim_loses() -> None:
     assert sr.checkpoint_gb(8.03e9, "adamw") == pytest.approx(112.42, abs=0.01)
 
 
+def _by_properties(job: sr.SpotJob) -> float:
+    """The closed form read off the job's properties, as ``expected_train_wall_hours`` read it
+    before it computed each figure once."""
+    work = job.train_hours * (1.0 + job.overhead)
+    slowdown = job.job_rate * job.loss_hours
+    return math.inf if slowdown >= 1.0 else work / (1.0 - slowdown)
+
+
+def test_the_closed_form_gives_the_floats_the_jobs_properties_give() -> None:
+    """Option generation prices every configuration per reclaim rate with ``train_wall_hours``; it
+    must give the job's own figures exactly (not approximately): options are compared by cost."""
+    rng = np.random.default_rng(7)
+    rates = [sr.spot_rate("aws", "us-east-1", "p4d.24xlarge"), sr.spot_rate("aws", "us-east-1", "p5.48xlarge"),
+             sr.spot_rate("gcp", "us-central1", "a2-highgpu-1g"), sr.spot_rate("vast", "x", "y")]
+    cases = 0
+    kinds = {"saves on notice": 0, "loses work": 0, "never finishes": 0, "interval given": 0}
+    for _ in range(3000):
+        rate = rates[int(rng.integers(len(rates)))]
+        if rng.random() < 0.2:  # rates high enough that the job never finishes
+            rate = sr.SpotRate(float(rng.uniform(0.5, 5.0)), rate.warning_hours, "test")
+        train = float(10 ** rng.uniform(-4, 3))
+        setup = float(rng.uniform(0, 2))
+        nodes = int(rng.integers(1, 17))
+        ckpt_gb = float(10 ** rng.uniform(-2, 3))
+        interval = None if rng.random() < 0.6 else float(10 ** rng.uniform(-3, 1))
+        job = sr.SpotJob(train, setup, nodes, rate, ckpt_gb, interval)
+        want = _by_properties(job)
+        assert sr.train_wall_hours(train, setup, nodes, rate, ckpt_gb, interval) == want
+        assert sr.expected_train_wall_hours(job) == want
+        cases += 1
+        kinds["saves on notice" if job.saves_on_notice else "loses work"] += 1
+        kinds["never finishes"] += math.isinf(want)
+        kinds["interval given"] += interval is not None
+    assert cases == 3000 and all(n > 50 for n in kinds.values()), kinds
+
+
 def test_closed_form_matches_the_simulated_mean() -> None:
     # A risky case so that reclaims happen in most runs: 20 h on 4 nodes with a big checkpoint.
     job = _job(train=20.0, ckpt_gb=112.0, nodes=4)
