@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from optimizer import spot_risk as sr
+from optimizer import spot_walls as sw
 
 
 def test_bucket_rates_rise_with_the_bucket_and_come_from_the_bundled_table() -> None:
@@ -66,7 +67,8 @@ def _by_properties(job: sr.SpotJob) -> float:
 
 
 def test_the_closed_form_gives_the_floats_the_jobs_properties_give() -> None:
-    """Option generation prices every configuration per reclaim rate with ``train_wall_hours``; it
+    """Option generation prices every configuration per reclaim rate with ``spot_walls.wall_hours``
+    (``cloud._price_group``; ``train_wall_hours`` and ``expected_train_wall_hours`` call it too). It
     must give the job's own figures exactly (not approximately): options are compared by cost."""
     rng = np.random.default_rng(7)
     rates = [sr.spot_rate("aws", "us-east-1", "p4d.24xlarge"), sr.spot_rate("aws", "us-east-1", "p5.48xlarge"),
@@ -84,6 +86,8 @@ def test_the_closed_form_gives_the_floats_the_jobs_properties_give() -> None:
         interval = None if rng.random() < 0.6 else float(10 ** rng.uniform(-3, 1))
         job = sr.SpotJob(train, setup, nodes, rate, ckpt_gb, interval)
         want = _by_properties(job)
+        assert sw.wall_hours(train, setup, nodes, rate.interruptions_per_hour, rate.warning_hours, ckpt_gb,
+                             interval) == want
         assert sr.train_wall_hours(train, setup, nodes, rate, ckpt_gb, interval) == want
         assert sr.expected_train_wall_hours(job) == want
         cases += 1
