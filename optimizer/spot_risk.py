@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from optimizer.spot_walls import RELAUNCH_HOURS, checkpoint_hours, wall_hours, young_interval_hours
+from optimizer import spot_walls
 
 # Spot Advisor's "frequency of interruption" buckets, read as the share of instances reclaimed
 # within BUCKET_HORIZON_HOURS of running. AWS defines the figure only as "the rate at which Spot
@@ -136,19 +136,16 @@ class SpotJob:
 
     @property
     def checkpoint_hours(self) -> float:
-        return checkpoint_hours(self.checkpoint_gb)
+        return spot_walls.checkpoint_hours(self.checkpoint_gb)
 
     @property
     def restart_hours(self) -> float:
-        return RELAUNCH_HOURS + self.setup_hours + self.checkpoint_hours
+        return spot_walls.restart_hours(self.setup_hours, self.checkpoint_hours)
 
     @property
     def tau(self) -> float:
-        """Hours of training between periodic checkpoints, at least one checkpoint's writing time
-        and at most the whole run (then only the notice saves work)."""
-        t = self.interval_hours if self.interval_hours is not None else young_interval_hours(
-            self.checkpoint_hours, self.job_rate)
-        return min(max(t, self.checkpoint_hours, 1e-6), max(self.train_hours, 1e-6))
+        """Hours of training between periodic checkpoints (``spot_walls.tau_hours``)."""
+        return spot_walls.tau_hours(self.train_hours, self.checkpoint_hours, self.job_rate, self.interval_hours)
 
     @property
     def saves_on_notice(self) -> bool:
@@ -164,8 +161,7 @@ class SpotJob:
     def loss_hours(self) -> float:
         """Expected hours one reclaim costs: the restart, plus half an interval of lost work unless
         the job saves on notice."""
-        lost = 0.0 if self.saves_on_notice else self.tau * (1.0 + self.overhead) / 2.0
-        return self.restart_hours + lost
+        return self.restart_hours + spot_walls.lost_hours(self.checkpoint_hours, self.rate.warning_hours, self.tau)
 
 
 def train_wall_hours(
@@ -173,15 +169,15 @@ def train_wall_hours(
     interval_hours: float | None = None,
 ) -> float:
     """``expected_train_wall_hours`` of a configuration on an offer with ``rate``."""
-    return wall_hours(train_hours, setup_hours, nodes, rate.interruptions_per_hour, rate.warning_hours,
-                      checkpoint_gb, interval_hours)
+    return spot_walls.wall_hours(train_hours, setup_hours, nodes, rate.interruptions_per_hour, rate.warning_hours,
+                                 checkpoint_gb, interval_hours)
 
 
 def expected_train_wall_hours(job: SpotJob) -> float:
     """Expected wall hours of the training part (setup excluded): ``spot_walls.wall_hours``, the
     closed form of the job's properties."""
-    return wall_hours(job.train_hours, job.setup_hours, job.nodes, job.rate.interruptions_per_hour,
-                      job.rate.warning_hours, job.checkpoint_gb, job.interval_hours)
+    return spot_walls.wall_hours(job.train_hours, job.setup_hours, job.nodes, job.rate.interruptions_per_hour,
+                                 job.rate.warning_hours, job.checkpoint_gb, job.interval_hours)
 
 
 @dataclass(frozen=True, slots=True)

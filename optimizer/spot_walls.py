@@ -35,22 +35,35 @@ def checkpoint_hours(checkpoint_gb: float) -> float:
     return checkpoint_gb / DISK_GB_PER_S / 3600.0
 
 
+def restart_hours(setup_hours: float, ckpt_hours: float) -> float:
+    """What a reclaim costs before any lost work: a new instance, the job's setup, the checkpoint read."""
+    return RELAUNCH_HOURS + setup_hours + ckpt_hours
+
+
+def tau_hours(train_hours: float, ckpt_hours: float, job_rate: float, interval_hours: float | None) -> float:
+    """Hours of training between periodic checkpoints (``interval_hours``, None: Young's), at least
+    one checkpoint's writing time and at most the whole run (then only the notice saves work)."""
+    t = interval_hours if interval_hours is not None else young_interval_hours(ckpt_hours, job_rate)
+    return min(max(t, ckpt_hours, 1e-6), max(train_hours, 1e-6))
+
+
+def lost_hours(ckpt_hours: float, warning_hours: float, tau: float) -> float:
+    """Training one reclaim loses: none when the checkpoint is written within the notice, else half
+    an interval and its checkpoints' share."""
+    return 0.0 if ckpt_hours <= warning_hours else tau * (1.0 + ckpt_hours / tau) / 2.0
+
+
 def wall_hours(train_hours: float, setup_hours: float, nodes: int, per_hour: float, warning_hours: float,
                checkpoint_gb: float, interval_hours: float | None) -> float:
     """Expected wall hours of the training part (setup excluded) of ``nodes`` instances, each
     reclaimed ``per_hour`` times an hour with ``warning_hours`` of notice; ``interval_hours`` between
-    checkpoints, None: Young's. The same operations in the same order as ``spot_risk.SpotJob``'s
-    properties (``tests/unit/test_spot_risk.py`` holds the two to the same floats), each figure
-    computed once."""
-    job_rate = per_hour * nodes
+    checkpoints, None: Young's. ``spot_risk.SpotJob``'s properties read the same pieces, each
+    computed here once (``tests/unit/test_spot_risk.py`` holds the two to the same floats)."""
+    job_rate = per_hour * nodes  # either node's reclaim stops the job
     ckpt = checkpoint_hours(checkpoint_gb)
-    t = interval_hours if interval_hours is not None else young_interval_hours(ckpt, job_rate)
-    # Training between periodic checkpoints: at least one checkpoint's writing time, at most the run.
-    tau = min(max(t, ckpt, 1e-6), max(train_hours, 1e-6))
-    overhead = ckpt / tau  # share of time spent writing periodic checkpoints
-    lost = 0.0 if ckpt <= warning_hours else tau * (1.0 + overhead) / 2.0
-    loss = RELAUNCH_HOURS + setup_hours + ckpt + lost  # what one reclaim costs
-    work = train_hours * (1.0 + overhead)
+    tau = tau_hours(train_hours, ckpt, job_rate, interval_hours)
+    loss = restart_hours(setup_hours, ckpt) + lost_hours(ckpt, warning_hours, tau)  # what one reclaim costs
+    work = train_hours * (1.0 + ckpt / tau)  # training plus its periodic checkpoints
     slowdown = job_rate * loss
     if slowdown >= 1.0:
         return math.inf

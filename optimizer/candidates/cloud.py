@@ -280,13 +280,18 @@ def _kept(
     """``make(memo)`` from what earlier requests kept under ``key`` (the workload without its amount
     of training), moved to ``workload``'s amount (``candidates.amounts``); the estimates it read go
     into ``memo`` either way."""
-    cfgs, read, amount, moves = _CONFIGS.get_or_compute(
-        key, partial(_kept_entry, make, workload, gpus_per_node, setup_hours))
+    cfgs, read, amount, moves = _entry_of(key, make, workload, gpus_per_node, setup_hours)
     moved = cfgs if amount == workload.amount() else moves.at(workload)
     if moved is None:  # these configurations do not move between amounts
         return make(memo)
     take_read(memo, read, workload)
     return moved
+
+
+def _entry_of(key: tuple[object, ...], make: Callable[[_Memo], list[_Config]], workload: Workload,
+              gpus_per_node: float, setup_hours: float | None) -> _KeptConfigs:
+    """The ``_CONFIGS`` entry under ``key``, made by ``_kept_entry`` the first time."""
+    return _CONFIGS.get_or_compute(key, partial(_kept_entry, make, workload, gpus_per_node, setup_hours))
 
 
 def _kept_entry(make: Callable[[_Memo], list[_Config]], workload: Workload, gpus_per_node: float,
@@ -454,9 +459,8 @@ def _lay_out(
             entries.append(None)
             continue
         make = partial(_slot_configs, slot, workload, estimator, shardings, assumptions, max_gpus, constraints)
-        entry = _CONFIGS.get_or_compute(_config_key(slot, kept_as, assumptions, max_gpus, constraints),
-                                        partial(_kept_entry, make, workload, slot.group.gpus_per_node,
-                                                assumptions.setup_hours))
+        entry = _entry_of(_config_key(slot, kept_as, assumptions, max_gpus, constraints), make, workload,
+                          slot.group.gpus_per_node, assumptions.setup_hours)
         entries.append(entry)
         for k, est in entry[1]:
             if k not in read:
