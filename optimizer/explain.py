@@ -69,6 +69,15 @@ def fastest(cands: Iterable[Candidate]) -> Candidate | None:
     return min(cands, key=lambda c: (c.hours, c.cost_usd, c.key), default=None)
 
 
+def answer_rows(top: int) -> int:
+    """Enough of the cheapest cloud rows (one per offer, zones merged) for ``ranked_options`` with
+    ``top``: it shows at most the ``top`` cheapest, or the ``top`` after the chosen option's own
+    row, taken out of them, or the ``top // 4`` that give way to renting when every row shown is a
+    build; one more of the last kind is kept as a margin. Rows beyond are never shown, so a quote
+    need not make them (``candidates.generate``'s ``rows``)."""
+    return top + 1 + max(1, top // 4)
+
+
 def ranked_options(best: Candidate | None, ranked: Sequence[Candidate], top: int) -> list[Option]:
     """The chosen candidate first, then the cheapest alternatives (one per offer or build).
 

@@ -13,7 +13,7 @@ from optimizer.bill_calibration import annotate, calibrate_candidates
 from optimizer.candidates import CostAssumptions, Estimator, ShardingChoices, default_estimator, generate
 from optimizer.commitments import with_commitments
 from optimizer.estimator.workload import Constraints, Workload
-from optimizer.explain import build_quote
+from optimizer.explain import answer_rows, build_quote
 from optimizer.ilp.single import build_single
 from optimizer.ilp.solve import solve
 from optimizer.offer import LocalBuild, Offer
@@ -59,10 +59,13 @@ def quote(
     # The caller's own sequence when it is one, so a catalog passed again reuses its screen.
     catalog = price_reference if price_reference is not None else (given if isinstance(given, list) else offers)
     screen = None if constraints.allow_suspect_prices else price_screen(catalog, now)
+    # Only the cloud rows the answer can show are made into candidates; all of them where learnt
+    # factors may reorder the rows or quotas may take shown rows out (each counted as a rejection).
+    rows = None if calibration or constraints.respect_quotas else answer_rows(top)
     cs = generate(
         workload, constraints, offers, builds,
         runs=runs, top=top, estimator=estimator or default_estimator(), shardings=shardings,
-        assumptions=a, quotas=quotas, screen=screen,
+        assumptions=a, quotas=quotas, screen=screen, rows=rows,
     )
     # Factors learnt from reconciled bills (per provider and GPU) correct hours and rates first,
     # so the solver chooses on the corrected figures.

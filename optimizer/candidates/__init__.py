@@ -13,7 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 
 from optimizer.candidates.amounts import MovingMemo
-from optimizer.candidates.cloud import MIN_GPUS_FOR_MULTI_NODE, _cloud_candidate, _Config, cloud_candidates
+from optimizer.candidates.cloud import (
+    _ROW_SLACK,
+    MIN_GPUS_FOR_MULTI_NODE,
+    _cloud_candidate,
+    _Config,
+    cloud_candidates,
+)
 from optimizer.candidates.estimator import (
     Estimator,
     ShardingChoices,
@@ -114,10 +120,14 @@ def generate(
     assumptions: CostAssumptions | None = None,
     quotas: Mapping[str, int] | None = None,
     screen: PriceScreen | None = None,
+    rows: int | None = None,
 ) -> CandidateSet:
     """All candidates for one job, pruned to the Pareto set, plus the ``top`` cheapest per offer.
 
-    ``screen``: prices it calls suspect are rejected with its reason unless the constraints allow them."""
+    ``screen``: prices it calls suspect are rejected with its reason unless the constraints allow them.
+    ``rows``: ``ranked`` holds the ``rows`` cheapest cloud candidates (and any row as cheap within
+    rounding) instead of all it holds otherwise, for a caller that shows no more
+    (``explain.answer_rows``); None: all of them."""
     a = assumptions or CostAssumptions()
     if constraints.egress_gb and not a.egress_gb_per_run:
         a = dataclasses.replace(a, egress_gb_per_run=constraints.egress_gb)
@@ -133,7 +143,7 @@ def generate(
         workload, constraints, builds, runs=runs, estimator=estimator, shardings=sh,
         assumptions=a, tally=tally, memo=memo,
     )
-    ranked = _ranked(per_offer, local, runs, top, a, SpotOptions.of(constraints))
+    ranked = _ranked(per_offer, local, runs, top, a, SpotOptions.of(constraints), rows)
     builds_ok = {c.instance_type for c in local}
     return CandidateSet(
         pareto=pareto([*config_best, *local]),
@@ -154,18 +164,26 @@ def _ranked(
     top: int,
     a: CostAssumptions,
     so: SpotOptions | None = None,
+    rows: int | None = None,
 ) -> list[Candidate]:
     # Zones of one region show the same instance: keep the cheapest zone only.
     want = max(top * 4, top + 20)
     seen: set[tuple[str, str, str, int, str]] = set()
     out: list[Candidate] = []
+    # With ``rows``: once that many are made, the rows whose cost could still sort among them (the
+    # candidates recompute cost and hours within _ROW_SLACK, and order ties by key, not by row).
+    edge: float | None = None
     # By (cost, hours), ties in the rows' order; ``itemgetter`` makes that key in C (~300 rows a quote).
     for cost, hours, o, gpu, cfg, p in heapq.nsmallest(want, per_offer, key=_COST_HOURS):
+        if edge is not None and cost > edge:
+            break  # dearer than every row kept, whatever the rounding: never shown
         k = (o.provider, o.region, o.instance_type, cfg.nodes, p)
         if k in seen:
             continue
         seen.add(k)
         out.append(_cloud_candidate(o, gpu, cfg, p, runs, a, so or SpotOptions()))
+        if rows is not None and edge is None and len(out) >= rows:
+            edge = cost + abs(cost) * 10 * _ROW_SLACK
     best_local: dict[str, Candidate] = {}
     for c in local:
         cur = best_local.get(c.instance_type)

@@ -22,6 +22,7 @@ RUNS = {
     "bench_price_store": [],
     "abuse": ["--burst", "20", "--bursts", "1", "--normal", "2", "--json"],
     "serve_footprint": ["--seconds", "2", "--clients", "1", "--json"],
+    "attribute_reads": ["--kinds", "restricted", "--quotes", "1", "--warm", "0"],
 }
 
 
