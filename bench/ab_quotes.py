@@ -1,6 +1,6 @@
 """This working tree against an earlier revision, over HTTP, every quote new and the two interleaved.
 
-    .venv/bin/python bench/ab_quotes.py [--base HEAD~1] [--kinds restricted,open,spot,model] [--n 200]
+    .venv/bin/python bench/ab_quotes.py [--base HEAD~1] [--kinds restricted,open,spot,model,full] [--n 200]
         [--base-build] [--skypilot-catalog ../shared/reference/skypilot-catalog] [--pg-url postgresql+psycopg://...]
 
 On a shared machine a figure measured at 19:40 and one measured at 19:50 can differ by half
@@ -11,7 +11,8 @@ git worktree, each side gets its own ``gpucost serve`` on loopback over its own 
 or the SkyPilot catalog imported by that side's own code, and the same distinct question goes to
 both, one after the other, the order alternating, on kept-alive connections. Kinds: ``restricted`` (8xA100 on aws/gcp, a new token count each), ``open`` (every
 provider, GPU and build, a new token count each), ``spot`` (the same with spot allowed: every
-group priced on demand and on spot, per reclaim rate), ``model`` (a model size nobody asked before).
+group priced on demand and on spot, per reclaim rate), ``model`` (a model size nobody asked before,
+LoRA), ``full`` (the same trained in full, 1-3 B: on the smaller cards no recipe fits).
 
 The base's worktree has no compiled modules of its own (``optimizer/native.py``), so it runs as
 Python unless ``--base-build`` builds them with the base's own ``scripts/native.py`` first; the
@@ -52,6 +53,9 @@ def body(kind: str, i: int, salt: int) -> dict[str, Any]:
     w: dict[str, Any] = {**WORKLOAD, "tokens": WORKLOAD["tokens"] + 1_000 * i + salt * 100_000}
     if kind == "model":
         w["model"] = {"params_b": round(0.3 + 0.00007 * i, 5), "name": f"ab-{salt}-{i}"}
+    elif kind == "full":
+        w["model"] = {"params_b": round(1.0 + 0.0007 * i, 5), "name": f"ab-full-{salt}-{i}"}
+        w["method"] = "full"
     out: dict[str, Any] = {"workload": w, "top": 5}
     if kind == "restricted":
         out["constraints"] = RESTRICTED
@@ -92,7 +96,7 @@ def main() -> None:
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     for k in kinds:
-        if k not in ("restricted", "open", "spot", "model"):
+        if k not in ("restricted", "open", "spot", "model", "full"):
             ap.error(f"--kinds: unknown kind {k!r}")
     rev = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=REPO, check=True, capture_output=True,
                          text=True).stdout.strip()
@@ -128,7 +132,7 @@ def main() -> None:
             print(f"| kind | n | {rev} p25 / p50 / mean | working tree p25 / p50 / mean | p50 ratio |")
             print("|---|---|---|---|---|")
             for kind in kinds:
-                n = max(8, args.n // 4) if kind == "model" else args.n
+                n = max(8, args.n // 4) if kind in ("model", "full") else args.n
                 times: dict[str, list[float]] = {"base": [], "tree": []}
                 order = ["base", "tree"]
                 for i in range(n):

@@ -22,6 +22,7 @@ from optimizer.candidates.cloud import (
 )
 from optimizer.candidates.estimator import (
     Estimator,
+    Read,
     ShardingChoices,
     default_estimator,
     default_shardings,
@@ -57,7 +58,6 @@ from optimizer.candidates.types import (
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import LocalBuild, Offer
 from optimizer.price_warnings import PriceScreen
-from optimizer.results import Estimate
 from optimizer.spot_risk import SpotOptions
 
 __all__ = [
@@ -134,7 +134,7 @@ def generate(
     sh = shardings or default_shardings()
     tally = RejectionTally()
     # Estimates kept for another amount of training move to this one when read (``candidates.amounts``).
-    memo: dict[tuple[str, int, str | None], Estimate | str] = MovingMemo(workload)
+    memo: dict[tuple[str, int, str | None], Read] = MovingMemo(workload)
     config_best, per_offer, feasible = cloud_candidates(
         workload, constraints, offers, runs=runs, estimator=estimator, shardings=sh,
         assumptions=a, quotas=quotas, tally=tally, memo=memo, screen=screen,

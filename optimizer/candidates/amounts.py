@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from optimizer.candidates.amount_rows import BATCH_AFTER, Moved, MoveRows, rows_for, rows_of, span_of
-from optimizer.candidates.estimator import host_share, job_ram_gb
+from optimizer.candidates.estimator import Read, host_share, job_ram_gb
 from optimizer.estimator.amounts import (
     AmountBasis,
     AmountInputs,
@@ -36,7 +36,7 @@ from optimizer.estimator.amounts import (
     shown_hours,
     terms_of,
 )
-from optimizer.estimator.estimate import moved_to_amount
+from optimizer.estimator.estimate import Unfit, moved_to_amount
 from optimizer.estimator.host import disk_total_gb, with_dataset
 from optimizer.estimator.throughput import RunTerms, run_hours
 from optimizer.estimator.workload import Workload
@@ -227,7 +227,7 @@ def job_figures(
     return shown_hours(run_hours(a.tokens, terms)[0]), job_ram_gb(ram_parts, gpu_count), disk_total_gb(disk_parts)
 
 
-def take_read(memo: dict[Any, Estimate | str], read: Iterable[tuple[Any, Estimate | str]], w: Workload) -> None:
+def take_read(memo: dict[Any, Read], read: Iterable[tuple[Any, Read]], w: Workload) -> None:
     """Put the estimates a kept entry read (at its own amount) into a request's ``memo`` for ``w``,
     where it lacks them, so what the request reports it estimated is what computing it cold reads.
     A ``MovingMemo`` for ``w`` takes them as they are and moves one when it is read."""
@@ -237,9 +237,9 @@ def take_read(memo: dict[Any, Estimate | str], read: Iterable[tuple[Any, Estimat
             memo[k] = est if lazy else moved_estimate(est, w)
 
 
-def moved_estimate(est: Estimate | str, w: Workload) -> Estimate | str:
-    """A kept estimate (or rejection reason) for ``w``'s amount."""
-    if isinstance(est, str) or same_amount(est, w):
+def moved_estimate(est: Read, w: Workload) -> Read:
+    """A kept estimate (or rejection reason, or ``Unfit``: the same for every amount) for ``w``'s amount."""
+    if isinstance(est, str | Unfit) or same_amount(est, w):
         return est
     return moved_to_amount(est, w)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from optimizer.candidates.rejections import NO_GLOBAL_BATCH
 from optimizer.estimator.recipe import divisors
-from optimizer.results import Estimate
+from optimizer.results import Estimate, Recipe
 
 # Below this share of an option's GPUs training, the option is mostly paying for idle cards.
 MIN_USED_SHARE = 0.5
@@ -35,7 +35,11 @@ def cannot_keep(global_batch_size: int, gpus: int, why: str = "") -> str:
 
 def recipe_reason(est: Estimate, gpus: int) -> str | None:
     """A rejection reason when the estimate's recipe runs another global batch than requested."""
-    r = est.recipe
+    return batch_reason(est.recipe, gpus)
+
+
+def batch_reason(r: Recipe | None, gpus: int) -> str | None:
+    """``recipe_reason`` of an estimate with recipe ``r``."""
     if r is None or r.global_batch_size == r.requested_global_batch_size:
         return None
     if r.micro_batch_size * r.data_parallel_gpus > r.requested_global_batch_size:

@@ -23,16 +23,19 @@ from typing import Any
 from optimizer import costs, spot_risk
 from optimizer.candidates.amount_rows import BATCH_AFTER, MoveRows
 from optimizer.candidates.amounts import KeptMoves, MovingMemo, amount_key, moved_groups, take_read
-from optimizer.candidates.batch import cannot_keep, data_parallel_width, recipe_reason
+from optimizer.candidates.batch import batch_reason, cannot_keep, data_parallel_width, recipe_reason
 from optimizer.candidates.estimator import (
     Estimator,
+    Read,
     ShardingChoices,
     _canonical,
-    _estimate,
     _wanted_gpus,
     host_share,
+    is_product_estimator,
     job_host,
     kept_across_requests,
+    made,
+    read_estimate,
     whole_gpus,
 )
 from optimizer.candidates.feeding import host_feed
@@ -62,7 +65,7 @@ from optimizer.candidates.types import (
     Pricing,
 )
 from optimizer.egress_prices import egress_usd_per_gb
-from optimizer.estimator.estimate import on_clear
+from optimizer.estimator.estimate import Unfit, on_clear
 from optimizer.estimator.memo import LruMemo
 from optimizer.estimator.workload import Constraints, Workload
 from optimizer.offer import Offer
@@ -155,7 +158,7 @@ def _configs(
     max_nodes: int,
     max_gpus: int,
     quota: int | None,
-    memo: dict[tuple[str, int, str | None], Estimate | str],
+    memo: dict[tuple[str, int, str | None], Read],
     fabric: bool = False,
     setup_hours: float | None = None,
     margin: float | None = None,
@@ -167,6 +170,7 @@ def _configs(
     # GPUDirect): data-parallel training across machines runs at the estimated speed only there.
     multi_node = whole and gpus_per_node >= MIN_GPUS_FOR_MULTI_NODE and fabric
     node_counts = range(1, max_nodes + 1) if multi_node else range(1, 2)
+    product = is_product_estimator(estimator)
     for nodes in node_counts:
         total = gpus_per_node * nodes
         if total > max_gpus:
@@ -188,11 +192,22 @@ def _configs(
                 break
             key = (gpu, count, sharding)
             est = memo.get(key)
-            if est is None:
-                est = memo[key] = _estimate(estimator, workload, gpu, count, sharding)
+            if est is None and whole:
+                # Where nothing fits, only that: a whole card is rejected for it (a partition
+                # compares the estimate's memory with its own share, so it reads the estimate).
+                est = memo[key] = read_estimate(estimator, product, workload, gpu, count, sharding)
+            elif est is None or (isinstance(est, Unfit) and not whole):
+                est = made(estimator, memo, workload, key)
             label = sharding or "none"
             if isinstance(est, str):
                 out.append(_Config(nodes, label, 0, 0, 0, 0, total, est))
+                continue
+            if isinstance(est, Unfit):
+                # As below for an estimate that does not fit: its recipe's batch (``settle``), then
+                # the quota, then its memory.
+                rejected = batch_reason(est.recipe, offered) or (
+                    OVER_QUOTA if quota is not None and total > quota else NO_VRAM)
+                out.append(_Config(nodes, est.sharding or label, 0, 0, 0, 0, total, rejected))
                 continue
             notes: tuple[str, ...] = ()
             if whole:
@@ -265,10 +280,10 @@ def _tight(c: _Config) -> bool:
 # 15 workloads, fewer than bench/load.py's 18 jobs, so a sweep of tokens over them was mostly cold.
 CONFIGS_MEMO_SIZE = 4096
 _EstimateKey = tuple[str, int, str | None]
-_Memo = dict[_EstimateKey, Estimate | str]
+_Memo = dict[_EstimateKey, Read]
 # (configurations, the estimates read, the amount of training they hold, how they move to another)
 _KeptConfigs = tuple[
-    list[_Config], tuple[tuple[_EstimateKey, Estimate | str], ...], tuple[float | None, ...], KeptMoves[_Config]
+    list[_Config], tuple[tuple[_EstimateKey, Read], ...], tuple[float | None, ...], KeptMoves[_Config]
 ]
 _CONFIGS: LruMemo[tuple[object, ...], _KeptConfigs] = LruMemo(CONFIGS_MEMO_SIZE)
 
@@ -372,13 +387,13 @@ class _Layout:
     groups: dict[_GroupKey, _Group]  # held, so that no other object takes its id while this lives
     slots: list[_Slot]
     entries: list[_KeptConfigs | None]  # None: a slot with too many GPUs per node
-    read: dict[_EstimateKey, Estimate | str]
+    read: dict[_EstimateKey, Read]
     # How its entries move together once each has found the shared rows its own (``_move_plan``);
     # set by the request that finds so (any of two at once: the same plan).
     plan: _MovePlan | None = None
 
     def __init__(self, groups: dict[_GroupKey, _Group], slots: list[_Slot], entries: list[_KeptConfigs | None],
-                 read: dict[_EstimateKey, Estimate | str], plan: _MovePlan | None = None) -> None:
+                 read: dict[_EstimateKey, Read], plan: _MovePlan | None = None) -> None:
         self.groups = groups
         self.slots = slots
         self.entries = entries
@@ -453,7 +468,7 @@ def _lay_out(
 ) -> _Layout:
     slots = _slots(groups, quotas, max_gpus)
     entries: list[_KeptConfigs | None] = []
-    read: dict[_EstimateKey, Estimate | str] = {}
+    read: dict[_EstimateKey, Read] = {}
     for slot in slots:
         if slot.too_many:
             entries.append(None)
@@ -823,7 +838,7 @@ def cloud_candidates(
     assumptions: CostAssumptions,
     quotas: Mapping[str, int] | None,
     tally: RejectionTally,
-    memo: dict[tuple[str, int, str | None], Estimate | str],
+    memo: dict[tuple[str, int, str | None], Read],
     screen: PriceScreen | None = None,
 ) -> tuple[list[Candidate], list[tuple[float, float, Offer, str, _Config, Pricing]], int]:
     """Config-best candidates that may be Pareto-optimal (for the ILP), per-offer best rows (for

@@ -12,15 +12,19 @@ from functools import lru_cache
 from optimizer.candidates.rejections import UNSUPPORTED
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
 from optimizer.estimator import calibration as cal
+from optimizer.estimator.estimate import Unfit, estimate_or_unfit
 from optimizer.estimator.gpus import find_gpu, gpu_family
-from optimizer.results import Estimate
 from optimizer.estimator.workload import Constraints, Workload
+from optimizer.results import Estimate
 
 # Largest safetensors shard of a Hub checkpoint (transformers ``save_pretrained`` default "5GB").
 CHECKPOINT_SHARD_GB = 5.0
 
 Estimator = Callable[[Workload, str, int, "str | None"], Estimate]
 ShardingChoices = Callable[[str, int], list[str]]
+# What a request's memo holds per (GPU, count, scheme): the estimate, a rejection reason, or, from
+# the product's estimator where nothing fits, only that (``estimate.Unfit``, ``estimate_or_unfit``).
+Read = Estimate | str | Unfit
 
 
 # Looked up once, then kept: option generation asks for it per configuration and per settled
@@ -76,6 +80,31 @@ def _estimate(
         raise  # the request is wrong, not this GPU
     except GpucostError:
         return UNSUPPORTED
+
+
+def read_estimate(
+    estimator: Estimator, product: bool, workload: Workload, gpu: str, count: int, sharding: str | None
+) -> Read:
+    """``_estimate``, or with the product's estimator (``product``: ``is_product_estimator``) only
+    that nothing fits where that is so (``estimate.estimate_or_unfit``): for a caller that rejects
+    such a configuration for its memory and reads nothing else of it."""
+    if not product:
+        return _estimate(estimator, workload, gpu, count, sharding)
+    try:
+        return estimate_or_unfit(workload, gpu, count, sharding)
+    except (UnknownModel, UnsupportedConfig):
+        raise  # the request is wrong, not this GPU
+    except GpucostError:
+        return UNSUPPORTED
+
+
+def made(estimator: Estimator, memo: dict[tuple[str, int, str | None], Read], workload: Workload,
+         key: tuple[str, int, str | None]) -> Estimate | str:
+    """The estimate ``memo`` holds under ``key``, made there if it holds none or only ``Unfit``."""
+    est = memo.get(key)
+    if est is None or isinstance(est, Unfit):
+        est = memo[key] = _estimate(estimator, workload, key[0], key[1], key[2])
+    return est
 
 
 # Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).

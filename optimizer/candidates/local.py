@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from optimizer import costs
-from optimizer.candidates.estimator import Estimator, JobHost, ShardingChoices, _canonical, _wanted_gpus
+from optimizer.candidates.estimator import Estimator, JobHost, Read, ShardingChoices, _canonical, _wanted_gpus
 from optimizer.candidates.feeding import host_feed
 from optimizer.candidates.local_sizes import sizes_at
 from optimizer.candidates.rejections import (
@@ -38,7 +38,7 @@ def local_candidates(
     shardings: ShardingChoices,
     assumptions: CostAssumptions,
     tally: RejectionTally,
-    memo: dict[tuple[str, int, str | None], Estimate | str],
+    memo: dict[tuple[str, int, str | None], Read],
 ) -> list[Candidate]:
     """Every feasible (build, units, sharding) as a purchase candidate."""
     if not constraints.include_local:

@@ -23,10 +23,11 @@ from optimizer.candidates.batch import cannot_keep, data_parallel_width
 from optimizer.candidates.estimator import (
     Estimator,
     JobHost,
+    Read,
     ShardingChoices,
-    _estimate,
     job_host,
     kept_across_requests,
+    made,
 )
 from optimizer.candidates.fitting import settle
 from optimizer.candidates.rejections import TOO_MANY_GPUS, UNSUPPORTED
@@ -37,7 +38,7 @@ from optimizer.estimator.throughput import RunTerms
 from optimizer.estimator.workload import Workload
 from optimizer.results import Estimate
 
-_Memo = dict[tuple[str, int, str | None], Estimate | str]
+_Memo = dict[tuple[str, int, str | None], Read]
 
 
 # Its own __init__, which runs compiled; not frozen, so that it can set the fields, though nothing
@@ -98,9 +99,7 @@ def sizes(
             if fitted_here and workload.sharding == "auto":
                 break  # ``auto`` takes the lightest scheme that fits: DDP, then ZeRO-2, then ZeRO-3
             key = (gpu, used, sharding)
-            est = memo.get(key)
-            if est is None:
-                est = memo[key] = _estimate(estimator, workload, gpu, used, sharding)
+            est = made(estimator, memo, workload, key)  # a build's sizes read the whole estimate
             if read is not None:
                 read[key] = est
             if isinstance(est, str):

@@ -374,16 +374,32 @@ def estimate(
     canon = canonical_gpu(gpu)
     check_supported(workload, gpu_spec(canon))
     # Estimates are frozen models shared through the cache; nothing copies them.
-    est = _fitted_cached(workload, canon, gpu_count, scheme)
+    est = _estimated(workload, canon, gpu_count, scheme)
     if suggest and not est.fits:
         from optimizer.estimator.suggestions import suggestions
 
-        found = suggestions(workload, canon, gpu_count, scheme, _fitted_cached)
+        found = suggestions(workload, canon, gpu_count, scheme, _estimated)
         est = est.model_copy(update={"suggestions": tuple(found)})
     return est
 
 
-_FITTED: LruMemo[tuple[str, str, int, str], Estimate] = LruMemo(MEMO_SIZE)
+_FITTED: LruMemo[tuple[str, str, int, str], Estimate | Unfit] = LruMemo(MEMO_SIZE)
+
+
+def estimate_or_unfit(workload: Workload, gpu: str, gpu_count: int, sharding: str | None) -> Estimate | Unfit:
+    """``estimate(workload, gpu, gpu_count, sharding)``, or only ``Unfit`` where it would say that no
+    allowed recipe fits under the one scheme asked (found as the estimate finds it, without making
+    it): for option generation, which rejects such a configuration for its memory and reads nothing
+    else of it. The same errors as ``estimate``. A new model's quote meets a dozen such cards and
+    counts (a full fine-tune on small cards); their estimates took the longest (the recipe search
+    tried every recipe, then the estimate of the one needing least memory was made)."""
+    if gpu_count < 1:
+        raise InvalidInput("gpu_count", "must be at least 1")
+    scheme = _scheme(workload, sharding)
+    resolve_model(workload.model)
+    canon = canonical_gpu(gpu)
+    check_supported(workload, gpu_spec(canon))
+    return _fitted_cached(workload, canon, gpu_count, scheme, unfit_ok=True)
 
 
 def _scheme(workload: Workload, sharding: str | None) -> str:
@@ -396,25 +412,45 @@ def _scheme(workload: Workload, sharding: str | None) -> str:
     return scheme
 
 
-def _fitted_cached(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+def _fitted_cached(w: Workload, gpu_name: str, gpu_count: int, scheme: str, unfit_ok: bool = False) -> Estimate | Unfit:
     """The estimate with its recipe fitted, memoised (bounded) on the workload as asked but for
     its amount of training (``Workload.rate_key``): a new token count only recomputes the run's
-    hours, FLOPs and dataset needs (``optimizer.estimator.amounts``)."""
+    hours, FLOPs and dataset needs (``optimizer.estimator.amounts``). ``unfit_ok``: ``Unfit`` may
+    stand for an estimate that fits no recipe (``estimate_or_unfit``); the memo may then hold it,
+    and a later caller without ``unfit_ok`` makes the estimate in its place."""
     key = (w.rate_key(), gpu_name, gpu_count, scheme)
-    est = _FITTED.get_or_compute(key, lambda: _fitted(w, gpu_name, gpu_count, scheme))
+    est = _FITTED.get_or_compute(key, lambda: _fitted(w, gpu_name, gpu_count, scheme, unfit_ok))
+    if isinstance(est, Unfit):
+        if unfit_ok:
+            # What moving an estimate to ``w``'s amount checks (``at_amount``): an image model
+            # asked in tokens is refused, whichever amount the memo's entry was made for.
+            _check_vision(resolve_model(w.model), w)
+            return est
+        est = _fitted(w, gpu_name, gpu_count, scheme)
+        _FITTED.put(key, est)
+    assert isinstance(est, Estimate)  # without ``unfit_ok``, ``_fitted`` makes the estimate
     return at_amount(est, w, _check_vision)
 
 
-def _fitted(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+def _estimated(w: Workload, gpu_name: str, gpu_count: int, scheme: str) -> Estimate:
+    """``_fitted_cached`` without ``unfit_ok``: always the estimate."""
+    est = _fitted_cached(w, gpu_name, gpu_count, scheme)
+    assert isinstance(est, Estimate)  # an Unfit is only handed to who asks for one
+    return est
+
+
+def _fitted(w: Workload, gpu_name: str, gpu_count: int, scheme: str, unfit_ok: bool = False) -> Estimate | Unfit:
     """The lightest scheme under which some allowed recipe fits (each scheme runs its fastest
     fitting recipe), else the scheme needing the least memory. ``precision: "auto"`` is resolved
-    for the card first (``optimizer.estimator.precision``) and reported as chosen in the recipe."""
+    for the card first (``optimizer.estimator.precision``) and reported as chosen in the recipe.
+    ``unfit_ok``: ``Unfit`` where one scheme is asked and no recipe fits under it."""
     cw = with_precision(w, gpu_spec(gpu_name))
     chose_precision = w.precision == "auto"
-    results = []
-    for s in resolve_sharding(scheme, gpu_count):
-        est = _fit_scheme(cw, gpu_name, gpu_count, s, chose_precision)
-        if est.fits:
+    schemes = resolve_sharding(scheme, gpu_count)
+    results: list[Estimate] = []
+    for s in schemes:
+        est = _fit_scheme(cw, gpu_name, gpu_count, s, chose_precision, unfit_ok and len(schemes) == 1)
+        if isinstance(est, Unfit) or est.fits:
             return est
         results.append(est)
     return min(results, key=lambda e: e.memory_gb.total_per_gpu)
@@ -519,8 +555,10 @@ def _fitting_trials(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int
     return trials
 
 
-def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_precision: bool = False) -> Estimate:
-    """The fastest allowed recipe that fits under one sharding scheme (or the least-memory one)."""
+def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_precision: bool = False,
+                unfit_ok: bool = False) -> Estimate | Unfit:
+    """The fastest allowed recipe that fits under one sharding scheme (or the least-memory one;
+    with ``unfit_ok``, only ``Unfit`` where no recipe's memory fits the card)."""
     shape = resolve_model(w.model)
     gpu = gpu_spec(gpu_name)
     sharding = resolve_sharding(scheme, gpu_count)[0]
@@ -551,7 +589,39 @@ def _fit_scheme(w: Workload, gpu_name: str, gpu_count: int, scheme: str, chose_p
         est = one(t)
         if est.fits:
             return est
-    return one(rcp.least_memory_trial(w, gpu_count, sharding))
+    least = rcp.least_memory_trial(w, gpu_count, sharding)
+    if unfit_ok and not trials:
+        nothing = _unfit(shape, least, gpu, gpu_count, sharding, usable, chose_precision)
+        if nothing is not None:
+            return nothing
+    return one(least)
+
+
+def _unfit(shape: ModelShape, least: rcp.Trial, gpu: GpuSpec, gpu_count: int, sharding: str, usable: float,
+           chose_precision: bool) -> Unfit | None:
+    """``Unfit`` where the estimate ``_fit_scheme`` makes of ``least`` (its recipe needing the least
+    memory, when no recipe fits) would not fit: that is its memory view's alone. Apart from
+    ``_fit_scheme``: written inside it, the compiled function kept its nested ``one`` and ``speed``
+    in the environment they share, a reference cycle a call (``tests/integration/test_native.py``)."""
+    _check_vision(shape, least.workload)  # what ``_one`` checks first
+    if _memory_view(shape, least.workload, _memory(shape, least.workload, gpu, gpu_count, sharding)).total_gb <= usable:
+        return None
+    return Unfit(sharding, _precision_chosen(least.recipe) if chose_precision else least.recipe)
+
+
+# Its own __init__, which runs compiled (``optimizer.native``: a generated one would not).
+@dataclass(slots=True, init=False)
+class Unfit:
+    """What ``estimate`` says of a card, count and scheme on which no allowed recipe fits, without
+    the estimate: the scheme and the recipe it would show (the one needing the least memory).
+    Option generation rejects such a configuration for its memory and reads nothing else of it."""
+
+    sharding: str
+    recipe: Recipe
+
+    def __init__(self, sharding: str, recipe: Recipe) -> None:
+        self.sharding = sharding
+        self.recipe = recipe
 
 
 # A searched recipe with "precision" among what was chosen, per recipe (by id, the recipe held):

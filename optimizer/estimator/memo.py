@@ -45,6 +45,15 @@ class LruMemo(Generic[K, V]):
                 data.popitem(last=False)
         return value
 
+    def put(self, key: K, value: V) -> None:
+        """``value`` under ``key`` in place of what it held (the most recently used)."""
+        with self._lock:
+            data = self._data
+            data[key] = value
+            data.move_to_end(key)
+            while len(data) > self.maxsize:
+                data.popitem(last=False)
+
     def __len__(self) -> int:
         return len(self._data)
 

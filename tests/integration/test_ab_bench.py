@@ -34,11 +34,12 @@ def test_the_ab_bench_compares_two_revisions_and_cleans_up() -> None:
     before_trees, before_orphans = _worktrees(), _orphaned_servers()
     env = {**os.environ, "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "true"}
     r = subprocess.run([sys.executable, str(REPO / "bench" / "ab_quotes.py"), "--base", "HEAD", "--n", "6",
-                        "--kinds", "restricted,open,spot"], cwd=REPO, env=env, capture_output=True, text=True,
+                        "--kinds", "restricted,open,spot,full"], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    rows = re.findall(r"^\| (restricted|open|spot) \| 6 \| .* ms \| .* ms \| (\d+\.\d\d) \|$", r.stdout, re.MULTILINE)
-    assert [k for k, _ in rows] == ["restricted", "open", "spot"], r.stdout
+    rows = re.findall(r"^\| (restricted|open|spot|full) \| (?:6|8) \| .* ms \| .* ms \| (\d+\.\d\d) \|$", r.stdout,
+                      re.MULTILINE)
+    assert [k for k, _ in rows] == ["restricted", "open", "spot", "full"], r.stdout
     assert all(float(ratio) > 0 for _, ratio in rows)
     assert re.search(r"^this checkout's side: code measured: \d+ of \d+ estimator modules compiled", r.stdout, re.MULTILINE)
     assert re.search(r"^the base's side \(\w+\): code measured: \d+ of \d+ estimator", r.stdout, re.MULTILINE)
