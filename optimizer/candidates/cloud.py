@@ -31,11 +31,11 @@ from optimizer.candidates.estimator import (
     _canonical,
     _wanted_gpus,
     host_share,
-    is_product_estimator,
     job_host,
     kept_across_requests,
     made,
     read_estimate,
+    unfit_reader,
     whole_gpus,
 )
 from optimizer.candidates.feeding import host_feed
@@ -170,7 +170,7 @@ def _configs(
     # GPUDirect): data-parallel training across machines runs at the estimated speed only there.
     multi_node = whole and gpus_per_node >= MIN_GPUS_FOR_MULTI_NODE and fabric
     node_counts = range(1, max_nodes + 1) if multi_node else range(1, 2)
-    product = is_product_estimator(estimator)
+    reader = unfit_reader(estimator)
     for nodes in node_counts:
         total = gpus_per_node * nodes
         if total > max_gpus:
@@ -195,7 +195,7 @@ def _configs(
             if est is None and whole:
                 # Where nothing fits, only that: a whole card is rejected for it (a partition
                 # compares the estimate's memory with its own share, so it reads the estimate).
-                est = memo[key] = read_estimate(estimator, product, workload, gpu, count, sharding)
+                est = memo[key] = read_estimate(estimator, reader, workload, gpu, count, sharding)
             elif est is None or (isinstance(est, Unfit) and not whole):
                 est = made(estimator, memo, workload, key)
             label = sharding or "none"

@@ -82,16 +82,30 @@ def _estimate(
         return UNSUPPORTED
 
 
+UnfitReader = Callable[[Workload, str, int, "str | None"], "Estimate | Unfit"]
+
+
+def unfit_reader(estimator: Estimator) -> UnfitReader | None:
+    """What gives ``estimator``'s estimate, or only that nothing fits where that is so
+    (``estimate.estimate_or_unfit``): the product's own for the product's estimator; what a wrapper
+    of it offers as ``or_unfit`` (the request guard's, which checks the request's deadline first,
+    as its estimator does: ``service.api.limits.guarded_estimator``); None for any other."""
+    if estimator is default_estimator():
+        return estimate_or_unfit
+    reader: UnfitReader | None = getattr(estimator, "or_unfit", None)
+    return reader
+
+
 def read_estimate(
-    estimator: Estimator, product: bool, workload: Workload, gpu: str, count: int, sharding: str | None
+    estimator: Estimator, reader: UnfitReader | None, workload: Workload, gpu: str, count: int, sharding: str | None
 ) -> Read:
-    """``_estimate``, or with the product's estimator (``product``: ``is_product_estimator``) only
-    that nothing fits where that is so (``estimate.estimate_or_unfit``): for a caller that rejects
-    such a configuration for its memory and reads nothing else of it."""
-    if not product:
+    """``_estimate``, or where ``reader`` (``unfit_reader(estimator)``) is given, what it reads:
+    for a caller that rejects a configuration on which nothing fits for its memory and reads
+    nothing else of it."""
+    if reader is None:
         return _estimate(estimator, workload, gpu, count, sharding)
     try:
-        return estimate_or_unfit(workload, gpu, count, sharding)
+        return reader(workload, gpu, count, sharding)
     except (UnknownModel, UnsupportedConfig):
         raise  # the request is wrong, not this GPU
     except GpucostError:

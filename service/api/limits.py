@@ -95,7 +95,8 @@ def guarded_estimator(base: Callable[..., T]) -> Callable[..., T]:
     """``base`` that first checks the request's ticket: a request past its deadline stops at its
     next estimate. Options made from what earlier requests kept (``candidates.cloud._kept``,
     ``candidates.local_sizes``) call no estimator, so a plan also checks before each job
-    (``plan(checkpoint=check_current)``)."""
+    (``plan(checkpoint=check_current)``). Where ``base`` is the product's estimator, what option
+    generation reads instead of an estimate where nothing fits (``or_unfit``) checks it too."""
     if _current.get() is None:
         return base
 
@@ -105,6 +106,17 @@ def guarded_estimator(base: Callable[..., T]) -> Callable[..., T]:
         check_current()
         return base(*args, **kwargs)
 
+    from optimizer.candidates.estimator import unfit_reader  # loaded with the answers that guard
+
+    reader = unfit_reader(base)  # type: ignore[arg-type]
+    if reader is not None:
+        # What option generation reads where no recipe fits (``candidates.estimator.unfit_reader``),
+        # guarded the same way.
+        def or_unfit(*args: Any) -> Any:
+            check_current()
+            return reader(*args)
+
+        estimator.or_unfit = or_unfit  # type: ignore[attr-defined]
     return estimator
 
 

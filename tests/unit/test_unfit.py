@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import optimizer.candidates.estimator as cand_estimator
+from optimizer.candidates.estimator import unfit_reader
 from optimizer.errors import GpucostError
 from optimizer.estimator.estimate import Unfit, clear_cache, estimate, estimate_or_unfit
 from optimizer.estimator.gpus import all_gpus
@@ -82,6 +83,27 @@ def test_errors_are_those_of_estimate_whichever_amount_the_memo_holds() -> None:
             f(in_tokens, "T4", 1, None)
     for bad in ((WORKLOADS[0], "T4", 1, "ring"), (WORKLOADS[0], "T4", 0, None), (WORKLOADS[0], "no-such-gpu", 1, None)):
         assert _outcome(estimate_or_unfit, *bad) == _outcome(estimate, *bad)
+
+
+def test_the_request_guard_checks_its_deadline_where_nothing_fits_too() -> None:
+    """Served, the estimator is the request guard's (``guarded_estimator``): what option generation
+    reads instead of an estimate stops a request past its deadline as an estimate does."""
+    from service.api.limits import Ticket, WorkStopped, guarded_estimator, reset_ticket, set_ticket
+
+    assert unfit_reader(estimate) is estimate_or_unfit
+    assert unfit_reader(lambda *a: estimate(*a)) is None  # another estimator: estimates only
+    ticket = Ticket.start(60)
+    token = set_ticket(ticket)
+    try:
+        reader = unfit_reader(guarded_estimator(estimate))
+        assert reader is not None and reader is not estimate_or_unfit
+        assert isinstance(reader(WORKLOADS[0], "T4", 1, None), Unfit)
+        ticket.cancelled.set()
+        with pytest.raises(WorkStopped, match="disconnected"):
+            reader(WORKLOADS[0], "T4", 1, None)
+        assert unfit_reader(guarded_estimator(lambda *a: estimate(*a))) is None
+    finally:
+        reset_ticket(token)
 
 
 _OFFERS: list[Any] = []
