@@ -71,10 +71,10 @@ def fastest(cands: Iterable[Candidate]) -> Candidate | None:
 
 def answer_rows(top: int) -> int:
     """Enough of the cheapest cloud rows (one per offer, zones merged) for ``ranked_options`` with
-    ``top``: it shows at most the ``top`` cheapest, or the ``top`` after the chosen option's own
-    row, taken out of them, or the ``top // 4`` that give way to renting when every row shown is a
-    build; one more of the last kind is kept as a margin. Rows beyond are never shown, so a quote
-    need not make them (``candidates.generate``'s ``rows``)."""
+    ``top``. The rentals it shows are among the ``top`` cheapest after the chosen option's own row
+    is taken out, or, when every row shown is a build, the ``max(1, top // 4)`` cheapest that give
+    way to renting: ``top + 1`` rows hold both; ``max(1, top // 4)`` more are kept as a margin.
+    Rows beyond are never shown, so a quote need not make them (``candidates.generate``'s ``rows``)."""
     return top + 1 + max(1, top // 4)
 
 
