@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,20 @@ def reference_dir() -> Path:
     if not REFERENCE.is_dir():
         pytest.fail(f"reference data not found at {REFERENCE}")
     return REFERENCE
+
+
+_REFERENCE_OFFERS: list[Any] = []
+
+
+@pytest.fixture
+def reference_offers(reference_dir: Path) -> list[Any]:
+    """The reference SkyPilot catalog's offers, read once a process, as one list (what quotes keep
+    per offer list is found again by the next test)."""
+    if not _REFERENCE_OFFERS:
+        from pricing.adapters.skypilot_csv import load_skypilot
+
+        _REFERENCE_OFFERS.extend(load_skypilot(reference_dir / "skypilot-catalog"))
+    return _REFERENCE_OFFERS
 
 
 @pytest.fixture

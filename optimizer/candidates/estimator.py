@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 from optimizer.candidates.rejections import UNSUPPORTED
 from optimizer.errors import GpucostError, UnknownModel, UnsupportedConfig
@@ -74,8 +75,17 @@ def _wanted_gpus(constraints: Constraints) -> set[str] | None:
 def _estimate(
     estimator: Estimator, workload: Workload, gpu: str, count: int, sharding: str | None
 ) -> Estimate | str:
+    return _answer(estimator, workload, gpu, count, sharding)
+
+
+R = TypeVar("R")
+
+
+def _answer(f: Callable[[Workload, str, int, str | None], R], workload: Workload, gpu: str, count: int,
+            sharding: str | None) -> R | str:
+    """``f``'s answer for one card and count, or why the estimator cannot make it for this card."""
     try:
-        return estimator(workload, gpu, count, sharding)
+        return f(workload, gpu, count, sharding)
     except (UnknownModel, UnsupportedConfig):
         raise  # the request is wrong, not this GPU
     except GpucostError:
@@ -104,12 +114,7 @@ def read_estimate(
     nothing else of it."""
     if reader is None:
         return _estimate(estimator, workload, gpu, count, sharding)
-    try:
-        return reader(workload, gpu, count, sharding)
-    except (UnknownModel, UnsupportedConfig):
-        raise  # the request is wrong, not this GPU
-    except GpucostError:
-        return UNSUPPORTED
+    return _answer(reader, workload, gpu, count, sharding)
 
 
 def made(estimator: Estimator, memo: dict[tuple[str, int, str | None], Read], workload: Workload,

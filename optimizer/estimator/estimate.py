@@ -366,13 +366,7 @@ def estimate(
     the estimate's ``recipe`` says what was assumed. ``suggest``: when nothing fits, list changes
     that do fit, each checked by estimating it.
     """
-    if gpu_count < 1:
-        raise InvalidInput("gpu_count", "must be at least 1")
-    scheme = _scheme(workload, sharding)
-    # Resolve names first so bad input fails with the right field before the cache.
-    resolve_model(workload.model)
-    canon = canonical_gpu(gpu)
-    check_supported(workload, gpu_spec(canon))
+    canon, scheme = _asked(workload, gpu, gpu_count, sharding)
     # Estimates are frozen models shared through the cache; nothing copies them.
     est = _estimated(workload, canon, gpu_count, scheme)
     if suggest and not est.fits:
@@ -393,13 +387,20 @@ def estimate_or_unfit(workload: Workload, gpu: str, gpu_count: int, sharding: st
     else of it. The same errors as ``estimate``. A new model's quote meets a dozen such cards and
     counts (a full fine-tune on small cards); their estimates took the longest (the recipe search
     tried every recipe, then the estimate of the one needing least memory was made)."""
+    canon, scheme = _asked(workload, gpu, gpu_count, sharding)
+    return _fitted_cached(workload, canon, gpu_count, scheme, unfit_ok=True)
+
+
+def _asked(workload: Workload, gpu: str, gpu_count: int, sharding: str | None) -> tuple[str, str]:
+    """The card's name and the scheme ``estimate`` is asked for, the request checked first: names
+    are resolved before the memo, so that bad input fails with the right field."""
     if gpu_count < 1:
         raise InvalidInput("gpu_count", "must be at least 1")
     scheme = _scheme(workload, sharding)
     resolve_model(workload.model)
     canon = canonical_gpu(gpu)
     check_supported(workload, gpu_spec(canon))
-    return _fitted_cached(workload, canon, gpu_count, scheme, unfit_ok=True)
+    return canon, scheme
 
 
 def _scheme(workload: Workload, sharding: str | None) -> str:

@@ -5,7 +5,6 @@ zones at one price give the ties that decide which rows sort first."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,17 +36,6 @@ BUILDS = [build("rtx4090", "RTX4090", 2500), build("rtx3090", "RTX3090", 1500, r
           build("2x4090", "RTX4090", 5200, count=2, ram_gb=128, cores=16)]
 
 
-_OFFERS: list[Any] = []
-
-
-@pytest.fixture
-def offers(reference_dir: Path) -> list[Any]:
-    """The catalog, read once (one list: what is kept per offer list is found again)."""
-    if not _OFFERS:
-        from pricing.adapters.skypilot_csv import load_skypilot
-
-        _OFFERS.extend(load_skypilot(reference_dir / "skypilot-catalog"))
-    return _OFFERS
 
 
 def _answer(w: Workload, c: Constraints, runs: int, top: int, offers: list[Any]) -> dict[str, Any]:
@@ -61,11 +49,12 @@ def _all_rows(top: int) -> None:
     return None
 
 
-def test_the_answer_is_the_same_as_with_every_row_made(offers: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_answer_is_the_same_as_with_every_row_made(reference_offers: list[Any],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     asked = [(w, c, runs, top) for w in WORKLOADS for c, runs in CASES for top in TOPS]
-    shown = [_answer(*a, offers) for a in asked]
+    shown = [_answer(*a, reference_offers) for a in asked]
     monkeypatch.setattr(quote_module, "answer_rows", _all_rows)
-    every = [_answer(*a, offers) for a in asked]
+    every = [_answer(*a, reference_offers) for a in asked]
     for a, s, e in zip(asked, shown, every, strict=True):
         assert s == e, a[1:]
     # The grid reaches both ways rows give way: all rentals shown, and all builds shown.
@@ -75,20 +64,21 @@ def test_the_answer_is_the_same_as_with_every_row_made(offers: list[Any], monkey
                for s in shown)
 
 
-def test_fewer_rows_than_the_answer_shows_would_change_it(offers: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fewer_rows_than_the_answer_shows_would_change_it(reference_offers: list[Any],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The grid above can tell: with one row fewer than the top shown, some answers change."""
     asked = [(w, c, runs, top) for w in WORKLOADS[:1] for c, runs in CASES for top in TOPS]
-    shown = [_answer(*a, offers) for a in asked]
+    shown = [_answer(*a, reference_offers) for a in asked]
     monkeypatch.setattr(quote_module, "answer_rows", lambda top: max(1, top - 1))
-    short = [_answer(*a, offers) for a in asked]
+    short = [_answer(*a, reference_offers) for a in asked]
     assert any(s != t for s, t in zip(shown, short, strict=True))
 
 
-def test_a_quote_makes_only_the_rows_it_can_show(offers: list[Any]) -> None:
+def test_a_quote_makes_only_the_rows_it_can_show(reference_offers: list[Any]) -> None:
     w = WORKLOADS[0]
-    cut = generate(w, Constraints(include_local=False), offers, [], top=10, estimator=default_estimator(),
+    cut = generate(w, Constraints(include_local=False), reference_offers, [], top=10, estimator=default_estimator(),
                    shardings=default_shardings(), rows=answer_rows(10))
-    full = generate(w, Constraints(include_local=False), offers, [], top=10, estimator=default_estimator(),
+    full = generate(w, Constraints(include_local=False), reference_offers, [], top=10, estimator=default_estimator(),
                     shardings=default_shardings())
     assert answer_rows(10) <= len(cut.ranked) < len(full.ranked)
     # The same cheapest rows, in the same order; the rest left unmade.

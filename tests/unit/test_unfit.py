@@ -4,7 +4,6 @@ no estimate: what ``estimate`` would say of it, and the same answers as with eve
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,16 +105,6 @@ def test_the_request_guard_checks_its_deadline_where_nothing_fits_too() -> None:
         reset_ticket(token)
 
 
-_OFFERS: list[Any] = []
-
-
-@pytest.fixture
-def offers(reference_dir: Path) -> list[Any]:
-    if not _OFFERS:
-        from pricing.adapters.skypilot_csv import load_skypilot
-
-        _OFFERS.extend(load_skypilot(reference_dir / "skypilot-catalog"))
-    return _OFFERS
 
 
 BUILDS = [build("rtx4090", "RTX4090", 2500), build("2x3090", "RTX3090", 3000, count=2, ram_gb=128, cores=16)]
@@ -140,7 +129,8 @@ def _answers(offers: list[Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.python_only  # patches the shortcut out, which compiled callers call directly
-def test_quotes_answer_the_same_as_with_every_estimate_made(offers: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_quotes_answer_the_same_as_with_every_estimate_made(reference_offers: list[Any],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[Unfit] = []
 
     def counting(*a: Any) -> Any:
@@ -150,10 +140,10 @@ def test_quotes_answer_the_same_as_with_every_estimate_made(offers: list[Any], m
         return u
 
     monkeypatch.setattr(cand_estimator, "estimate_or_unfit", counting)
-    shortcut = _answers(offers)
+    shortcut = _answers(reference_offers)
     assert len(taken) > 100  # the grid takes the shortcut often
     monkeypatch.setattr(cand_estimator, "estimate_or_unfit", estimate)
-    every = _answers(offers)
+    every = _answers(reference_offers)
     for s, e in zip(shortcut, every, strict=True):
         assert s == e
     # ``estimator_calls`` counts what was read, shortcut or not; and the memory rejections are there.
