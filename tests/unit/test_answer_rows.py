@@ -36,8 +36,6 @@ BUILDS = [build("rtx4090", "RTX4090", 2500), build("rtx3090", "RTX3090", 1500, r
           build("2x4090", "RTX4090", 5200, count=2, ram_gb=128, cores=16)]
 
 
-
-
 def _answer(w: Workload, c: Constraints, runs: int, top: int, offers: list[Any]) -> dict[str, Any]:
     q = quote(w, c, offers, BUILDS, runs=runs, top=top, prices_as_of={}, snapshot_id="ref", now=NOW)
     out = q.model_dump(mode="json")

@@ -1,5 +1,6 @@
-"""Where no allowed recipe fits, option generation learns only that (``estimate.unfit``) and makes
-no estimate: what ``estimate`` would say of it, and the same answers as with every estimate made."""
+"""Where no allowed recipe fits, option generation learns only that (``estimate.estimate_or_unfit``)
+and makes no estimate: what ``estimate`` would say of it, and the same answers as with every estimate
+made."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def test_errors_are_those_of_estimate_whichever_amount_the_memo_holds() -> None:
     for f in (estimate, estimate_or_unfit):
         with pytest.raises(GpucostError, match="samples"):
             f(in_tokens, "T4", 1, None)
-    for bad in ((WORKLOADS[0], "T4", 1, "ring"), (WORKLOADS[0], "T4", 0, None), (WORKLOADS[0], "no-such-gpu", 1, None)):
+    w = WORKLOADS[0]
+    for bad in ((w, "T4", 1, "ring"), (w, "T4", 0, None), (w, "no-such-gpu", 1, None)):
         assert _outcome(estimate_or_unfit, *bad) == _outcome(estimate, *bad)
 
 
@@ -103,8 +105,6 @@ def test_the_request_guard_checks_its_deadline_where_nothing_fits_too() -> None:
         assert unfit_reader(guarded_estimator(lambda *a: estimate(*a))) is None
     finally:
         reset_ticket(token)
-
-
 
 
 BUILDS = [build("rtx4090", "RTX4090", 2500), build("2x3090", "RTX3090", 3000, count=2, ram_gb=128, cores=16)]
