@@ -8,7 +8,8 @@ field took about 26 ns in a loop where a slotted object's took 7 ns (the thirty-
 candidate in the estimator's inner loop; this counts what such a change would take away.
 
 In-process ``service.answers.quote_answer`` on a fresh SQLite store with the bundled snapshot, the
-questions of ``bench/ab_quotes.py`` (each new: a new token count, a new model for ``model``). Each
+questions of ``bench/ab_quotes.py`` (each new: a new token count, a new model for ``model`` and
+``full``). Each
 kind is warmed by ``--warm`` questions, then ``--quotes`` are counted: ``BaseModel.__getattribute__``
 is replaced by a counting one for the count only (a read through it is slower, so no time is
 reported). ``--by-function`` also names the Python function that made each read: with the compiled
@@ -32,11 +33,11 @@ import ab_quotes  # bench/ is on sys.path when run as a script
 from code_state import describe
 from cold_quote_profile import bench_store
 
-KINDS = ("restricted", "open", "spot", "model")
+KINDS = ("restricted", "open", "spot", "model", "full")
 
 
 class Counter:
-    """Counts pydantic attribute reads while ``on``, by (class, field) and (class, function)."""
+    """Counts pydantic attribute reads while ``on``, by (class, field) and (module, function)."""
 
     def __init__(self, by_function: bool) -> None:
         self.on = False
