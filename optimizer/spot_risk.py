@@ -150,7 +150,7 @@ class SpotJob:
     @property
     def saves_on_notice(self) -> bool:
         """The checkpoint is written within the warning, so a reclaim loses no training."""
-        return self.checkpoint_hours <= self.rate.warning_hours
+        return spot_walls.saves_on_notice(self.checkpoint_hours, self.rate.warning_hours)
 
     @property
     def overhead(self) -> float:

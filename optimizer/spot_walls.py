@@ -47,10 +47,15 @@ def tau_hours(train_hours: float, ckpt_hours: float, job_rate: float, interval_h
     return min(max(t, ckpt_hours, 1e-6), max(train_hours, 1e-6))
 
 
+def saves_on_notice(ckpt_hours: float, warning_hours: float) -> bool:
+    """The checkpoint is written within the reclaim's notice, so a reclaim loses no training."""
+    return ckpt_hours <= warning_hours
+
+
 def lost_hours(ckpt_hours: float, warning_hours: float, tau: float) -> float:
-    """Training one reclaim loses: none when the checkpoint is written within the notice, else half
-    an interval and its checkpoints' share."""
-    return 0.0 if ckpt_hours <= warning_hours else tau * (1.0 + ckpt_hours / tau) / 2.0
+    """Training one reclaim loses: none when it saves on notice, else half an interval and its
+    checkpoints' share."""
+    return 0.0 if saves_on_notice(ckpt_hours, warning_hours) else tau * (1.0 + ckpt_hours / tau) / 2.0
 
 
 def wall_hours(train_hours: float, setup_hours: float, nodes: int, per_hour: float, warning_hours: float,

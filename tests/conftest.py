@@ -107,3 +107,22 @@ def pg_url() -> str:
             pytest.fail("GPUCOST_TEST_PG_URL is unset in CI: .ci/run must start PostgreSQL")
         pytest.skip("GPUCOST_TEST_PG_URL unset (run infra/postgres-ci.sh to get one)")
     return url
+
+
+@pytest.fixture
+def unfits_taken(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every ``Unfit`` option generation takes from now on (``estimate.estimate_or_unfit``, counted
+    where ``candidates.estimator`` calls it: Python only)."""
+    import optimizer.candidates.estimator as cand_estimator
+    from optimizer.estimator.estimate import Unfit, estimate_or_unfit
+
+    taken: list[Any] = []
+
+    def counting(*a: Any) -> Any:
+        u = estimate_or_unfit(*a)
+        if isinstance(u, Unfit):
+            taken.append(u)
+        return u
+
+    monkeypatch.setattr(cand_estimator, "estimate_or_unfit", counting)
+    return taken

@@ -205,8 +205,7 @@ def _configs(
             if isinstance(est, Unfit):
                 # As below for an estimate that does not fit: its recipe's batch (``settle``), then
                 # the quota, then its memory.
-                rejected = batch_reason(est.recipe, offered) or (
-                    OVER_QUOTA if quota is not None and total > quota else NO_VRAM)
+                rejected = batch_reason(est.recipe, offered) or _limit_reason(quota, total, fits=False)
                 out.append(_Config(nodes, est.sharding or label, 0, 0, 0, 0, total, rejected))
                 continue
             notes: tuple[str, ...] = ()
@@ -230,13 +229,9 @@ def _configs(
             fits = est.fits if whole else est.memory_gb.total_per_gpu <= vram_gb * GIB_PER_GB
             # The estimator sizes the host for one node of up to 8 GPUs.
             share = host_share(gpus_per_node, total)[1]
-            reason = None
             if fits and _recipe_unconstrained(est, workload):
                 fitted.add(label)
-            if quota is not None and total > quota:
-                reason = OVER_QUOTA
-            elif not fits:
-                reason = NO_VRAM
+            reason = _limit_reason(quota, total, fits)
             out.append(
                 _Config(
                     nodes=nodes,
@@ -263,6 +258,13 @@ def _configs(
     # Headroom first: a tight fit stays only where no scheme fits these nodes with headroom.
     safe_nodes = {c.nodes for c in out if c.reason is None and not _tight(c)}
     return [c for c in out if not (c.nodes in safe_nodes and c.reason is None and _tight(c))]
+
+
+def _limit_reason(quota: int | None, total: float, fits: bool) -> str | None:
+    """Why a configuration is rejected after its recipe: the provider's GPU quota, then memory."""
+    if quota is not None and total > quota:
+        return OVER_QUOTA
+    return None if fits else NO_VRAM
 
 
 def _tight(c: _Config) -> bool:
