@@ -232,7 +232,8 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
     warnings = _warnings(w, gpu, host, emulated, total_gb, mem_range[1], usable)
 
     # model_construct (``constructed``: the same, faster): every value here is already of its
-    # field's type, and this runs hundreds of times per quote.
+    # field's type, and this runs hundreds of times per quote. The keywords follow the fields'
+    # order, so that their dict becomes the estimate's own.
     return constructed(
         Estimate,
         params=shape.params,
@@ -249,12 +250,6 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
         hours=hours,
         host=host.needs,
         notes=tuple(notes),
-        samples_per_second=_round(tp.samples_per_second, 2),
-        range={"total_per_gpu": mem_range, "tokens_per_second": tps_range,
-               "samples_per_second": span(tp.samples_per_second, tput_w)},
-        warnings=tuple(warnings),
-        recipe=recipe,
-        suggestions=(),
         # Detail figures are rounded when serialised (Estimate.details), not here: this runs
         # hundreds of times per quote and most details are never shown. Those that only the
         # estimate's reader sees (nothing here computes with them) are made when it is shown
@@ -269,7 +264,7 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
             "zero_stage": mem.stage,
             "flash_attention": mem.flash_attention,
             "gpu_generation": gpu.generation,
-            "hours_parts": dict(hour_parts),
+            "hours_parts": hour_parts,  # a dict of its own (``amounts.figures`` made it)
             "host_ram_parts_gb": host.ram_parts_gb,
             "host_disk_parts_gb": host.disk_parts_gb,
             "dataloader_workers": host.dataloader_workers,
@@ -279,6 +274,12 @@ def _one(shape: ModelShape, w: Workload, gpu: GpuSpec, gpu_count: int, sharding:
             BASIS_KEY: basis,
             SHOWN_KEY: ShownDetails(gpu, tp, sharding, mem_w, tput_w),
         },
+        samples_per_second=_round(tp.samples_per_second, 2),
+        range={"total_per_gpu": mem_range, "tokens_per_second": tps_range,
+               "samples_per_second": span(tp.samples_per_second, tput_w)},
+        warnings=tuple(warnings),
+        recipe=recipe,
+        suggestions=(),
     )
 
 

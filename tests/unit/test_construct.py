@@ -87,3 +87,71 @@ def test_replaced_hands_models_it_does_not_cover_to_model_copy(cls: type[BaseMod
     m = cls.model_validate(values)
     update = {"size": 9}
     _same(replaced(m, **update), m.model_copy(update=update))
+
+
+class _Tail(BaseModel):
+    size: int
+    name: str = "n"
+    tags: list[str] = Field(default_factory=list)  # a default made per object, last
+
+
+class _SharedTail(BaseModel):
+    size: int
+    colour: str
+    name: str = "n"
+    count: int = 0
+
+
+@pytest.mark.parametrize(("cls", "values"), [
+    (_SharedTail, {"size": 1, "colour": "red"}),  # the first fields in order, shared defaults after
+    (_SharedTail, {"size": 1, "colour": "red", "name": "m"}),
+    (_SharedTail, {"size": 1, "colour": "red", "name": "m", "count": 2}),  # every field
+    (_SharedTail, {"colour": "red", "size": 1}),  # out of order: the fields' order still
+    (_SharedTail, {"size": 1, "colour": "red", "count": 2}),  # a default left out between
+    (_SharedTail, {"size": 1}),  # a required field left out, as model_construct allows
+    (_Tail, {"size": 1, "name": "m"}),  # a default made per object after them
+    (_Tail, {"size": 1, "name": "m", "tags": ["a"]}),
+])
+def test_keywords_in_any_order_or_number_make_what_model_construct_makes(
+    cls: type[BaseModel], values: dict[str, Any],
+) -> None:
+    _same(constructed(cls, **values), cls.model_construct(**values))
+
+
+def test_a_default_made_per_object_stays_per_object_after_the_fields_given() -> None:
+    a, b = constructed(_Tail, size=1, name="m"), constructed(_Tail, size=1, name="m")
+    assert a.tags == [] and a.tags is not b.tags
+
+
+def test_the_fields_given_are_those_set_and_the_callers_dict_is_not_touched() -> None:
+    values = {"size": 1, "colour": "red"}
+    m = constructed(_SharedTail, **values)
+    assert m.model_fields_set == {"size", "colour"}
+    assert values == {"size": 1, "colour": "red"}  # the defaults went into the call's own dict
+    assert list(m.__dict__) == ["size", "colour", "name", "count"]
+
+
+@pytest.mark.python_only  # records the estimator's calls, which compiled callers make directly
+def test_the_estimator_gives_its_result_models_their_leading_fields_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that ``constructed`` keeps the keywords' dict: a call in another order still makes the
+    same object, only slower, which no other test would notice."""
+    import optimizer.estimator.estimate as est_mod
+    import optimizer.estimator.host as host_mod
+    import optimizer.estimator.recipe as recipe_mod
+    from optimizer.estimator.construct import _SHARED_FROM
+
+    seen: list[tuple[type[BaseModel], list[str]]] = []
+
+    def recording(cls: type[BaseModel], **values: Any) -> BaseModel:
+        seen.append((cls, list(values)))
+        return constructed(cls, **values)
+
+    for mod in (est_mod, host_mod, recipe_mod):
+        monkeypatch.setattr(mod, "constructed", recording)
+    est_mod.clear_cache()
+    estimate(Workload(model="gpt2", method="full", tokens=1e7), "L4", 2)
+    assert {cls for cls, _ in seen} == {Estimate, Recipe, MemoryBreakdown, HostNeeds}
+    for cls, names in seen:
+        # The leading fields in order, and every field left out has a shared default.
+        assert names == list(cls.model_fields)[: len(names)], cls.__name__
+        assert len(names) >= _SHARED_FROM[cls], cls.__name__
