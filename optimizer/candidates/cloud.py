@@ -530,9 +530,12 @@ def _laid_out(
 
 
 # Layouts of the last kinds of request (``_Layout``): an unrestricted quote's holds about 130 slots,
-# whose entries ``_CONFIGS`` mostly holds too. With 16, bench/footprint.py saw the server at 187 MB
-# after 200 distinct quotes and 15 MB larger after a second 500 new models (2026-12-05).
-_LAYOUTS: LruMemo[tuple[object, ...], _Layout] = LruMemo(16)
+# whose entries ``_CONFIGS`` mostly holds too (about 30 workloads' worth). 32, not 16: a script that
+# sweeps token counts over more jobs than the memo holds, in turn, had every job laid out anew each
+# round. Over 18 jobs (bench/token_sweep.py) a quote took 3.2 against 3.8 ms (its first round cold
+# included), and four clients of bench/load.py's 18 jobs got 628-635 against 602-620 quotes a second
+# (2026-12-06). bench/footprint.py: 280 / 291 MB after 500 / 1,000 new models, as with 16 (279 / 290).
+_LAYOUTS: LruMemo[tuple[object, ...], _Layout] = LruMemo(32)
 on_clear(_LAYOUTS.clear)
 
 

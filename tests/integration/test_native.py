@@ -151,7 +151,7 @@ def test_the_unit_and_contract_tests_pass_on_the_compiled_modules(build: Path, t
     summary = done.stdout.strip().splitlines()[-1]
     passed = int(summary.split(" passed")[0].split()[-1])
     skipped = int(summary.split(" skipped")[0].split()[-1]) if " skipped" in summary else 0
-    assert passed > 800 and 0 < skipped < 20, summary
+    assert passed > 800 and 0 < skipped < 30, summary  # the python_only ones: 20 on 2026-12-06
     reasons = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]  # -ra lists them
     assert reasons and all("patches, subclasses or inspects the Python modules' internals" in r for r in reasons), reasons
 

@@ -73,6 +73,25 @@ def test_a_request_with_a_layout_looks_no_group_up_on_its_own(monkeypatch: pytes
     assert kept == []
 
 
+@pytest.mark.python_only  # counts the calls of the Python functions
+def test_a_sweep_of_token_counts_over_eighteen_jobs_lays_each_job_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planning script's sweep: every job again with another token count, in turn (as
+    ``bench/token_sweep.py`` and ``bench/load.py`` ask 6 models x 3 methods). The memo holds more
+    layouts than that, so the second round lays nothing out again (16 held fewer: every job of a
+    round-robin sweep was laid out anew)."""
+    clear_cache()
+    laid_out: list[int] = []
+    real = cloud._lay_out
+    monkeypatch.setattr(cloud, "_lay_out", lambda *a: laid_out.append(1) or real(*a))
+    jobs = [(m, method) for m in ("gpt2", "qwen2.5-0.5b", "qwen2.5-1.5b", "llama-3-8b", "mistral-7b", "bert-base")
+            for method in ("full", "lora", "qlora")]
+    c = Constraints(providers=["aws", "lambda"], max_gpus=8)
+    for sweep in range(2):
+        for m, method in jobs:
+            _quote(Workload(model=m, method=method, tokens=1e8 + 1e6 * sweep), c)
+        assert len(laid_out) == len(jobs)
+
+
 def test_quotas_give_a_layout_of_their_own() -> None:
     c = Constraints()
     quotas = {"aws": 8, "gcp": 0}
