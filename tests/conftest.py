@@ -64,25 +64,20 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     get_settings.cache_clear()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def reference_dir() -> Path:
     if not REFERENCE.is_dir():
         pytest.fail(f"reference data not found at {REFERENCE}")
     return REFERENCE
 
 
-_REFERENCE_OFFERS: list[Any] = []
-
-
-@pytest.fixture
+@pytest.fixture(scope="session")
 def reference_offers(reference_dir: Path) -> list[Any]:
     """The reference SkyPilot catalog's offers, read once a process, as one list (what quotes keep
     per offer list is found again by the next test)."""
-    if not _REFERENCE_OFFERS:
-        from pricing.adapters.skypilot_csv import load_skypilot
+    from pricing.adapters.skypilot_csv import load_skypilot
 
-        _REFERENCE_OFFERS.extend(load_skypilot(reference_dir / "skypilot-catalog"))
-    return _REFERENCE_OFFERS
+    return load_skypilot(reference_dir / "skypilot-catalog")
 
 
 @pytest.fixture

@@ -191,12 +191,13 @@ def _configs(
                 # ZeRO-3 (a tight fit lets the next scheme try for headroom).
                 break
             key = (gpu, count, sharding)
-            est = memo.get(key)
-            if est is None and whole:
-                # Where nothing fits, only that: a whole card is rejected for it (a partition
-                # compares the estimate's memory with its own share, so it reads the estimate).
-                est = memo[key] = read_estimate(estimator, reader, workload, gpu, count, sharding)
-            elif est is None or (isinstance(est, Unfit) and not whole):
+            if whole:
+                est = memo.get(key)
+                if est is None:
+                    # Where nothing fits, only that: a whole card is rejected for it.
+                    est = memo[key] = read_estimate(estimator, reader, workload, gpu, count, sharding)
+            else:
+                # A partition compares the estimate's memory with its own share: it reads the estimate.
                 est = made(estimator, memo, workload, key)
             label = sharding or "none"
             if isinstance(est, str):

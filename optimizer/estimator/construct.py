@@ -29,7 +29,10 @@ _REQUIRED, _SHARED, _CALLED = 0, 1, 2
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, frozenset)
 
 _Plan = tuple[tuple[str, int, Any, FieldInfo], ...]
-_PLANS: dict[type[BaseModel], _Plan | None] = {}
+# A covered class's plan, its field names in order, and the index from which every field's default
+# is shared (``constructed`` keeps the keywords' dict of a call that gives the fields before it).
+_Covered = tuple[_Plan, tuple[str, ...], int]
+_PLANS: dict[type[BaseModel], _Covered | None] = {}
 _LOCK = threading.Lock()
 
 
@@ -58,37 +61,35 @@ def _plan_of(cls: type[BaseModel]) -> _Plan | None:
     return tuple(plan)
 
 
-def _plan(cls: type[BaseModel]) -> _Plan | None:
-    """``_plan_of(cls)``, worked out once per class."""
+def _covered_of(cls: type[BaseModel]) -> _Covered | None:
+    """``_plan_of(cls)`` with the field names and the start of the shared defaults; None likewise."""
+    plan = _plan_of(cls)
+    if plan is None:
+        return None
+    shared_from = len(plan)
+    while shared_from > 0 and plan[shared_from - 1][1] == _SHARED:
+        shared_from -= 1
+    return plan, tuple(name for name, _how, _default, _f in plan), shared_from
+
+
+def _covered(cls: type[BaseModel]) -> _Covered | None:
+    """``_covered_of(cls)``, worked out once per class."""
     try:
         return _PLANS[cls]
     except KeyError:
         with _LOCK:
-            plan = _plan_of(cls)
-            if plan is not None:
-                # Set before the plan, which tells other threads they are there.
-                _NAMES[cls] = tuple(name for name, _how, _default, _f in plan)
-                shared = len(plan)
-                while shared > 0 and plan[shared - 1][1] == _SHARED:
-                    shared -= 1
-                _SHARED_FROM[cls] = shared
-            _PLANS[cls] = plan
-        return plan
-
-
-# A covered class's field names in order, and from which field on every default is shared.
-_NAMES: dict[type[BaseModel], tuple[str, ...]] = {}
-_SHARED_FROM: dict[type[BaseModel], int] = {}
+            covered = _PLANS[cls] = _covered_of(cls)
+        return covered
 
 
 def constructed(cls: type[M], **values: Any) -> M:
     """``cls.model_construct(**values)``: trusted, already typed values, defaults filled in."""
-    plan = _plan(cls)
-    if plan is None:
+    covered = _covered(cls)
+    if covered is None:
         return cls.model_construct(**values)
-    names = _NAMES[cls]
+    plan, names, shared_from = covered
     given_count = len(values)
-    if _SHARED_FROM[cls] <= given_count <= len(names):
+    if shared_from <= given_count <= len(names):
         for i, key in enumerate(values):
             if key != names[i]:
                 break
@@ -133,6 +134,6 @@ def replaced(m: M, **update: Any) -> M:
     """``m.model_copy(update=update)`` for the models ``constructed`` builds: a shallow copy with
     ``update``'s values, which count as set. Any other model goes to ``model_copy`` itself."""
     cls = type(m)
-    if _plan(cls) is None:
+    if _covered(cls) is None:
         return m.model_copy(update=update)
     return _made(cls, {**m.__dict__, **update}, m.__pydantic_fields_set__ | update.keys())
