@@ -148,6 +148,12 @@ class Lane:
         self._mean_s = 1.0
         # When each running request got its worker (by its ticket).
         self._started: dict[int, float] = {}
+        # When a request last gave its worker back (``time.monotonic``) and the connection it came
+        # on, and when one from any other connection last did: how long other clients have left
+        # this lane quiet (``inline_quotes``).
+        self.released_at = -math.inf
+        self.released_on: object = None
+        self._others_released_at = -math.inf
 
     def _semaphore(self) -> asyncio.Semaphore:
         # Made on first use, inside the server's event loop (asyncio is imported there: a CLI
@@ -202,12 +208,25 @@ class Lane:
         self.running += 1
         self._started[id(ticket)] = time.monotonic()
 
-    def release(self, seconds: float, ticket: Ticket | None = None) -> None:
+    def release(self, seconds: float, ticket: Ticket | None = None, connection: object = None) -> None:
+        """A request's worker given back; ``connection``: the client connection it came on
+        (ASGI's ``scope["client"]``), None if unknown."""
         self.running -= 1
         if ticket is not None:
             self._started.pop(id(ticket), None)
         self._mean_s = 0.8 * self._mean_s + 0.2 * seconds
+        if connection is None or connection != self.released_on:
+            self._others_released_at = self.released_at
+            self.released_on = connection
+        self.released_at = time.monotonic()
         self._semaphore().release()
+
+    def others_released_at(self, connection: object) -> float:
+        """When a request from a connection other than ``connection`` last gave its worker back
+        here (``-inf``: never)."""
+        if connection is not None and connection == self.released_on:
+            return self._others_released_at
+        return self.released_at
 
 
 class ClientLimit:

@@ -357,7 +357,7 @@ class GuardMiddleware:
                     reset_pool(pooled)
                     reset_ticket(reset)
             finally:
-                lane.release(time.monotonic() - begun, ticket)
+                lane.release(time.monotonic() - begun, ticket, scope.get("client"))
         finally:
             watcher.cancel()
             clients.leave(client)

@@ -1,20 +1,23 @@
 """``POST /v1/quote``'s quick route (``service.api.quick_quote``) gives what FastAPI's route gives:
 the same status, headers and body for plain quotes (JSON and, by ``Accept``, Markdown), for the
 requests it hands on (a query string, another content type, a body that does not parse or validate)
-and for an error raised while the quote is computed. It answers the plain ones itself."""
+and for an error raised while the quote is computed. It answers the plain ones itself, a job it has
+seen before on the event loop (``service.api.inline_quotes``) unless other work is admitted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.api import quick_quote
 from service.api.app import create_app
+from service.api.inline_quotes import InlineQuotes
 from service.settings import Settings
 
 WORKLOAD = {"model": "qwen2.5-0.5b", "method": "lora", "tokens": 2e7}
@@ -33,6 +36,15 @@ CASES: list[tuple[str, str, dict[str, str], bytes, bool]] = [
     # Valid to the schema; the quote raises (a 422 from the app's handler for InvalidInput).
     ("unknown gpu", "", JSON, json.dumps({"workload": WORKLOAD, "constraints": {"gpus": ["NOPE9000"]}}).encode(), True),
     ("unknown model", "", JSON, json.dumps({"workload": {**WORKLOAD, "model": "no-such-model-7b"}}).encode(), True),
+    # Pydantic's JSON parser reads these as json.loads does (the last of a repeated key wins).
+    ("repeated key", "", JSON,
+     b'{"workload": {"model": "bert-base", "tokens": 1e7}, "workload": ' + json.dumps(WORKLOAD).encode() + b"}", True),
+    ("amount as a string", "", JSON, json.dumps({"workload": {**WORKLOAD, "tokens": "2.7e7"}}).encode(), True),
+    ("line end after", "", JSON, json.dumps({"workload": WORKLOAD}).encode() + b"\r\n", True),
+    # ... and refuses these, which json.loads reads: FastAPI's route answers them.
+    ("byte-order mark", "", JSON, b"\xef\xbb\xbf" + json.dumps({"workload": WORKLOAD}).encode(), False),
+    ("utf-16", "", JSON, json.dumps({"workload": WORKLOAD}).encode("utf-16"), False),
+    ("unpaired surrogate", "", JSON, b'{"workload": {"model": "qwen2.5-\\ud800", "tokens": 2e7}}', False),
     ("markdown by query", "format=markdown", JSON, json.dumps({"workload": WORKLOAD}).encode(), False),
     ("bad format", "format=pdf", JSON, json.dumps({"workload": WORKLOAD}).encode(), False),
     ("broken json", "", JSON, b'{"workload": {"model": ', False),
@@ -50,7 +62,17 @@ def _app(db: Path, quick: bool) -> Any:
     app = create_app(Settings(db_url=f"sqlite:///{db}", answer_cache=False))
     if not quick:
         app.router.routes[:] = [r for r in app.router.routes if not isinstance(r, quick_quote.QuickRoute)]
+    else:
+        # Every job seen before counts as quick (the Python modules take longer than the served
+        # compiled ones) and no quiet spell is waited for, so the cases below that repeat a job
+        # are computed on the event loop.
+        _quick_of(app)._inline = InlineQuotes(app.state.limits, max_s=60.0, quiet_s=0.0)
     return app
+
+
+def _quick_of(app: Any) -> quick_quote.QuickQuote:
+    route = next(r for r in app.router.routes if isinstance(r, quick_quote.QuickRoute))
+    return cast(quick_quote.QuickQuote, route.app)
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +114,52 @@ def test_the_quick_route_answers_as_fastapis_does(
     assert taken == ([True] if quick else []), name
     assert _seen(got) == _seen(want), name
     assert got.headers["x-request-id"] and want.headers["x-request-id"]
+
+
+def _where_computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Where each quick-route quote from now on is computed: on the event loop or a thread."""
+    where: list[str] = []
+    real = quick_quote.quote
+
+    def recorded(*args: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            where.append("loop")
+        except RuntimeError:
+            where.append("thread")
+        return real(*args)
+
+    monkeypatch.setattr(quick_quote, "quote", recorded)
+    return where
+
+
+def test_a_job_seen_before_is_computed_on_the_event_loop_with_the_same_answers(
+    clients: tuple[TestClient, TestClient], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    quick_client, plain_client = clients
+    where = _where_computed(monkeypatch)
+    job = {"model": "qwen2.5-0.5b", "method": "qlora", "seq_len": 768}  # asked by no other test
+    for tokens in (1.1e7, 1.2e7, 1.3e7):
+        body = json.dumps({"workload": {**job, "tokens": tokens}}).encode()
+        got = quick_client.post("/v1/quote", content=body, headers=JSON)
+        want = plain_client.post("/v1/quote", content=body, headers=JSON)
+        assert got.status_code == 200
+        assert _seen(got) == _seen(want)
+    assert where == ["thread", "loop", "loop"]
+
+
+def test_with_other_work_admitted_a_job_seen_before_goes_to_a_thread(
+    clients: tuple[TestClient, TestClient], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    quick_client, _ = clients
+    where = _where_computed(monkeypatch)
+    job = {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 640}  # asked by no other test
+    solve = quick_client.app.state.limits.lanes["solve"]  # type: ignore[attr-defined]
+    for tokens, plan_running in ((1.1e7, False), (1.2e7, True), (1.3e7, False)):
+        body = json.dumps({"workload": {**job, "tokens": tokens}}).encode()
+        solve.running += plan_running  # a plan computing meanwhile, as its lane counts it
+        try:
+            assert quick_client.post("/v1/quote", content=body, headers=JSON).status_code == 200
+        finally:
+            solve.running -= plan_running
+    assert where == ["thread", "thread", "loop"]
