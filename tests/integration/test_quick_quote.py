@@ -163,3 +163,26 @@ def test_with_other_work_admitted_a_job_seen_before_goes_to_a_thread(
         finally:
             solve.running -= plan_running
     assert where == ["thread", "thread", "loop"]
+
+
+def test_a_quote_waits_for_other_clients_to_go_quiet_not_for_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard middleware tells each lane which connection a finished request came on: after
+    another client's request, a known job goes to a thread; after the same client's, on the loop."""
+    app = _app(tmp_path / "gpucost.sqlite", quick=True)
+    # Any job seen counts as quick, and another client's request stays recent for a minute.
+    _quick_of(app)._inline = InlineQuotes(app.state.limits, max_s=60.0, quiet_s=60.0)
+    job = {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 896}
+
+    def body(tokens: float) -> bytes:
+        return json.dumps({"workload": {**job, "tokens": tokens}}).encode()
+
+    with TestClient(app, client=("10.0.0.1", 5001)) as first:
+        assert first.post("/v1/quote", json={"workload": WORKLOAD}).status_code == 200  # opens the store
+        second = TestClient(first.app, client=("10.0.0.2", 5002))
+        where = _where_computed(monkeypatch)
+        # A new job; then the same client again; then another client; then the first, after it.
+        for client, tokens in ((first, 1.1e7), (first, 1.2e7), (second, 1.3e7), (first, 1.4e7)):
+            assert client.post("/v1/quote", content=body(tokens), headers=JSON).status_code == 200
+    assert where == ["thread", "loop", "thread", "thread"]
