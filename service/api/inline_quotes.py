@@ -1,14 +1,13 @@
 """Which plain quotes the quick route (``quick_quote``) computes on the event loop, not a thread.
 
 FastAPI runs a sync route on a worker thread: the event loop hands the call over, the thread wakes,
-computes, and hands the answer back, waking the loop again. After the server has sat quiet, that
-hand-over is dear: the worker thread sleeps and its wake-up meets cold caches. Served restricted
-quotes with a new token count (``bench/idle_gap.py``, p50 of 40, two runs each way, 2026-12-06):
-after another process computed for 100 ms on the server's CPU, 3.67 ms on the loop against 4.16
-and 4.35 ms on a thread; after 100 ms idle, 3.97-4.02 against 4.21-4.52 ms; after 10 ms idle,
-1.88-1.94 against 2.21-2.32 ms. Back to back the hand-over costs about 0.15-0.2 ms, and such
-quotes keep their thread (below). A quote whose estimates this process already holds takes 1-3 ms
-to compute, so after a quiet spell the hand-over is a tenth of it or more
+computes, and hands the answer back, waking the loop again. That costs a served quote about 0.1-0.3
+ms back to back and more after a pause, when the sleeping thread's wake-up meets cold caches.
+Served restricted quotes with a new token count, on the loop against on a thread
+(``bench/idle_gap.py``, p50 of 40, two runs each way, 2026-12-06): back to back 1.52 / 1.45 against
+1.66 / 1.78 ms; after 100 ms idle 3.89 / 3.95 against 4.04 / 4.40 ms; after another process
+computed for 100 ms on the server's CPU 3.40 / 3.45 against 3.81 / 4.15 ms. A quote whose
+estimates this process already holds takes 1-3 ms to compute, so the hand-over is a tenth of it
 (``docs/performance-distinct.md``, thirty-fifth pass).
 
 So a quote is computed where the request already is, on the event loop, when three things hold:

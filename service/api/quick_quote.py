@@ -11,11 +11,11 @@ is plainly a JSON quote:
 * a ``Content-Type`` of ``application/json`` and a body that ``QuoteRequest`` validates as JSON
   (FastAPI's validator for the route's body is that model's). Pydantic reads the JSON itself, in
   one pass: a quote's body read after a 30 ms pause took 53-76 us against 95-130 us through
-  ``json.loads`` and a dict (in process, 2026-12-06). What this route answers must be what FastAPI's reading
-  (``json.loads``, then the model) makes of the body: a body the model takes as JSON is taken alike
-  from ``json.loads``'s reading (``tests/fuzz/test_quote_body_parsing.py``). Pydantic's parser
-  refuses a few that ``json.loads`` reads (a byte-order mark, UTF-16, an unpaired surrogate in a
-  string); those go to FastAPI's route, which answers them as it always did;
+  ``json.loads`` and a dict (in process, 2026-12-06). What this route answers must be what
+  FastAPI's reading (``json.loads``, then the model) makes of the body: a body the model takes as
+  JSON is taken alike from ``json.loads``'s reading (``tests/fuzz/test_quote_body_parsing.py``).
+  Pydantic's parser refuses a few that ``json.loads`` reads (a byte-order mark, UTF-16, an unpaired
+  surrogate in a string); those go to FastAPI's route, which answers them as it always did;
 * the price store already opened (the dependency itself, ``deps.get_store``, gives it).
 
 It runs the function on the thread pool FastAPI runs sync routes on, or, for a job this process

@@ -2,7 +2,8 @@
 the same status, headers and body for plain quotes (JSON and, by ``Accept``, Markdown), for the
 requests it hands on (a query string, another content type, a body that does not parse or validate)
 and for an error raised while the quote is computed. It answers the plain ones itself, a job it has
-seen before on the event loop (``service.api.inline_quotes``) unless other work is admitted."""
+seen before on the event loop (``service.api.inline_quotes``) unless other work is admitted or
+another client was served a moment ago."""
 
 from __future__ import annotations
 
