@@ -79,12 +79,18 @@ def _release(lane: Lane, at: float, connection: object, monkeypatch: pytest.Monk
     lane.release(0.001, connection=connection)
 
 
-def test_only_after_other_connections_left_every_lane_quiet_for_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
-    limits = _limits()
+def _clocked(limits: Limits) -> tuple[InlineQuotes, list[float]]:
+    """A quick job's choice for a quote admitted in ``limits``, on a clock the test moves."""
     limits.lanes["quote"].running = 1
     now = [100.0]
     inline = InlineQuotes(limits, clock=lambda: now[0])
     inline.took("job", 0.001)
+    return inline, now
+
+
+def test_only_after_other_connections_left_every_lane_quiet_for_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    limits = _limits()
+    inline, now = _clocked(limits)
     assert inline.inline("job", ME)  # nothing ever finished here
     for name in ("quote", "solve"):
         _release(limits.lanes[name], now[0], OTHER, monkeypatch)  # another client's request, just now
@@ -97,10 +103,7 @@ def test_only_after_other_connections_left_every_lane_quiet_for_a_while(monkeypa
 
 def test_the_asking_connections_own_requests_leave_it_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     limits = _limits()
-    limits.lanes["quote"].running = 1
-    now = [100.0]
-    inline = InlineQuotes(limits, clock=lambda: now[0])
-    inline.took("job", 0.001)
+    inline, now = _clocked(limits)
     _release(limits.lanes["quote"], now[0] - 2 * QUIET_S, OTHER, monkeypatch)
     _release(limits.lanes["quote"], now[0], ME, monkeypatch)  # this client's last quote, just now
     assert inline.inline("job", ME)  # one client's requests, one after another
