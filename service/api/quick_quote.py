@@ -96,12 +96,9 @@ class QuickQuote:
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
-        self._inline: InlineQuotes | None = None
-
-    def _inline_quotes(self) -> InlineQuotes:
-        if self._inline is None:
-            self._inline = InlineQuotes(self.app.state.limits)
-        return self._inline
+        # Which quotes are computed on the event loop; it reads the app's lanes (made before the
+        # routes are installed: ``app.create_app``).
+        self.inline = InlineQuotes(app.state.limits)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _body(receive)
@@ -118,15 +115,12 @@ class QuickQuote:
         # A quote of a job this process computes quickly, with nothing else admitted and other
         # clients quiet for a while, is computed here rather than handed to a thread and back
         # (``inline_quotes``): the same call, the same answer.
-        inline = self._inline_quotes()
         job = req.workload.rate_key()
-        if inline.inline(job, scope.get("client")):
-            start = time.perf_counter()
-            response = cast("Response", quote(req, store, http, None))
-            seconds = time.perf_counter() - start
+        if self.inline.inline(job, scope.get("client")):
+            response, seconds = _timed_quote(req, store, http)
         else:
             response, seconds = await run_in_threadpool(_timed_quote, req, store, http)
-        inline.took(job, seconds)
+        self.inline.took(job, seconds)
         await response(scope, receive, send)
 
 

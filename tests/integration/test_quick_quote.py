@@ -67,7 +67,7 @@ def _app(db: Path, quick: bool) -> Any:
         # Every job seen before counts as quick (the Python modules take longer than the served
         # compiled ones) and no quiet spell is waited for, so the cases below that repeat a job
         # are computed on the event loop.
-        _quick_of(app)._inline = InlineQuotes(app.state.limits, max_s=60.0, quiet_s=0.0)
+        _quick_of(app).inline = InlineQuotes(app.state.limits, max_s=60.0, quiet_s=0.0)
     return app
 
 
@@ -117,6 +117,11 @@ def test_the_quick_route_answers_as_fastapis_does(
     assert got.headers["x-request-id"] and want.headers["x-request-id"]
 
 
+def _job_body(job: dict[str, Any], tokens: float) -> bytes:
+    """A quote of ``job`` for ``tokens``: the same job, a new amount."""
+    return json.dumps({"workload": {**job, "tokens": tokens}}).encode()
+
+
 def _where_computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Where each quick-route quote from now on is computed: on the event loop or a thread."""
     where: list[str] = []
@@ -141,7 +146,7 @@ def test_a_job_seen_before_is_computed_on_the_event_loop_with_the_same_answers(
     where = _where_computed(monkeypatch)
     job = {"model": "qwen2.5-0.5b", "method": "qlora", "seq_len": 768}  # asked by no other test
     for tokens in (1.1e7, 1.2e7, 1.3e7):
-        body = json.dumps({"workload": {**job, "tokens": tokens}}).encode()
+        body = _job_body(job, tokens)
         got = quick_client.post("/v1/quote", content=body, headers=JSON)
         want = plain_client.post("/v1/quote", content=body, headers=JSON)
         assert got.status_code == 200
@@ -157,7 +162,7 @@ def test_with_other_work_admitted_a_job_seen_before_goes_to_a_thread(
     job = {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 640}  # asked by no other test
     solve = quick_client.app.state.limits.lanes["solve"]  # type: ignore[attr-defined]
     for tokens, plan_running in ((1.1e7, False), (1.2e7, True), (1.3e7, False)):
-        body = json.dumps({"workload": {**job, "tokens": tokens}}).encode()
+        body = _job_body(job, tokens)
         solve.running += plan_running  # a plan computing meanwhile, as its lane counts it
         try:
             assert quick_client.post("/v1/quote", content=body, headers=JSON).status_code == 200
@@ -173,17 +178,13 @@ def test_a_quote_waits_for_other_clients_to_go_quiet_not_for_its_own(
     another client's request, a known job goes to a thread; after the same client's, on the loop."""
     app = _app(tmp_path / "gpucost.sqlite", quick=True)
     # Any job seen counts as quick, and another client's request stays recent for a minute.
-    _quick_of(app)._inline = InlineQuotes(app.state.limits, max_s=60.0, quiet_s=60.0)
+    _quick_of(app).inline = InlineQuotes(app.state.limits, max_s=60.0, quiet_s=60.0)
     job = {"model": "qwen2.5-0.5b", "method": "lora", "seq_len": 896}
-
-    def body(tokens: float) -> bytes:
-        return json.dumps({"workload": {**job, "tokens": tokens}}).encode()
-
     with TestClient(app, client=("10.0.0.1", 5001)) as first:
         assert first.post("/v1/quote", json={"workload": WORKLOAD}).status_code == 200  # opens the store
         second = TestClient(first.app, client=("10.0.0.2", 5002))
         where = _where_computed(monkeypatch)
         # A new job; then the same client again; then another client; then the first, after it.
         for client, tokens in ((first, 1.1e7), (first, 1.2e7), (second, 1.3e7), (first, 1.4e7)):
-            assert client.post("/v1/quote", content=body(tokens), headers=JSON).status_code == 200
+            assert client.post("/v1/quote", content=_job_body(job, tokens), headers=JSON).status_code == 200
     assert where == ["thread", "loop", "thread", "thread"]
